@@ -1,0 +1,110 @@
+# lazyroot — plain Makefile.  `make`, `make test`, `make asan`, `make install`, `make bench`.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DESTDIR ?=
+PKG_CONFIG ?= pkg-config
+CC ?= cc
+CFLAGS ?= -O2 -g
+BUILD ?= build
+
+WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
+       -Wno-unused-parameter
+ifneq ($(CI),)
+WERROR ?= 1
+endif
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+ifeq ($(SAN),1)
+override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+override LDFLAGS += -fsanitize=address,undefined
+endif
+
+PKGS = fuse3 liburing libzstd libcurl zlib
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+
+override CFLAGS += -std=gnu11 $(WARN) -MMD -MP -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $(PKG_CFLAGS)
+LIBS = $(PKG_LIBS) -lpthread -lm
+
+ifeq ($(V),1)
+Q =
+else
+Q = @
+endif
+
+MODULES = lib image chunker store cache fs sandbox
+CORE_SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+CORE_OBJS = $(CORE_SRCS:%.c=$(BUILD)/%.o)
+TOOL_SRCS = $(wildcard tools/*.c)
+TOOL_OBJS = $(TOOL_SRCS:%.c=$(BUILD)/%.o)
+UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+HELPER_SRCS = $(wildcard tests/helpers/*.c)
+HELPER_BINS = $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/tests/%)
+
+all: deps-check $(BUILD)/lazyroot
+
+deps-check:
+	$(Q)scripts/install-deps build
+
+$(BUILD)/liblazyroot.a: $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(BUILD)/lazyroot: $(TOOL_OBJS) $(BUILD)/liblazyroot.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/liblazyroot.a $(LIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/liblazyroot.a
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblazyroot.a $(LIBS) -lcmocka
+
+$(BUILD)/tests/%: tests/helpers/%.c $(BUILD)/liblazyroot.a
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblazyroot.a $(LIBS)
+
+tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS)
+
+# The whole suite: unit tests, then integration tests against the real binary.
+test: deps-check-test tests-build
+	$(Q)BUILD=$(BUILD) tests/run
+
+deps-check-test:
+	$(Q)scripts/install-deps test
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" test
+
+# libFuzzer targets (clang); run each for a short while: make fuzz FUZZ_SECONDS=60
+FUZZ_SECONDS ?= 30
+FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
+fuzz:
+	$(Q)for f in $(FUZZ_SRCS); do \
+		n=$$(basename $$f .c); \
+		$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang SAN=1 CFLAGS="-O1 -g -fsanitize=fuzzer-no-link" build-fuzz/liblazyroot.a || exit 1; \
+		clang -O1 -g -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -I. $$f build-fuzz/liblazyroot.a $(LIBS) -o build-fuzz/$$n || exit 1; \
+		mkdir -p build-fuzz/corpus-$$n; \
+		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
+	done
+
+bench: $(BUILD)/lazyroot
+	$(Q)scripts/install-deps bench
+	$(Q)for b in bench/*/run; do BUILD=$(BUILD) $$b || exit 1; done
+
+install: $(BUILD)/lazyroot
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+.PHONY: all test asan fuzz bench install clean deps-check deps-check-test tests-build
+
+-include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d)

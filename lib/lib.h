@@ -1,0 +1,120 @@
+/*
+ * lib.h — small helpers every lazyroot module shares: cleanup attributes, error
+ * logging, hashing, hex, growable buffers, whole-file I/O and size parsing.
+ *
+ * Conventions: functions return >= 0 on success and -errno on failure.  Nothing
+ * here aborts; callers decide whether a failure is fatal.
+ */
+#ifndef LAZYROOT_LIB_H
+#define LAZYROOT_LIB_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- ownership ---------------------------------------------------------- */
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd) { if (*fd >= 0) close(*fd); }
+static inline void fclosep(FILE **f) { if (*f) fclose(*f); }
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Hand a cleanup-owned pointer or fd over to someone else. */
+#define TAKE_PTR(p) ({ __typeof__(p) _p = (p); (p) = NULL; _p; })
+#define TAKE_FD(fd) ({ int _fd = (fd); (fd) = -1; _fd; })
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- errors and logging ------------------------------------------------- */
+
+enum log_level { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* Messages go to stderr prefixed "lazyroot: "; level LOG_INFO and above is
+ * printed when log_verbosity allows it (default LOG_WARN). */
+extern int log_verbosity;
+void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Log "lazyroot: <message>: <strerror(-err)>" and return err (a -errno value),
+ * so that callers can write `return log_errno(r, "open `%s`", path);`. */
+int log_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Log "lazyroot: <message>" and return err. */
+int log_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- hashing and hex ---------------------------------------------------- */
+
+#define HASH_SIZE 16       /* XXH3-128, canonical (big-endian) byte order */
+#define HASH_HEX_SIZE 33   /* 32 hex digits and a NUL */
+
+/* XXH3-128 of buf; the canonical form, so hex(out) equals `xxh128sum`. */
+void hash128(const void *buf, size_t len, uint8_t out[HASH_SIZE]);
+/* XXH3-64 of buf. */
+uint64_t hash64(const void *buf, size_t len);
+
+/* Incremental XXH3-128 over several pieces. */
+struct hash128_state;
+struct hash128_state *hash128_new(void);
+void hash128_update(struct hash128_state *s, const void *buf, size_t len);
+void hash128_final(struct hash128_state *s, uint8_t out[HASH_SIZE]);
+void hash128_free(struct hash128_state *s);
+
+void hex_encode(const uint8_t *in, size_t len, char *out); /* out holds 2*len+1 */
+/* Decode exactly 2*len hex digits; -EINVAL on any other character. */
+int hex_decode(const char *in, uint8_t *out, size_t len);
+
+/* ---- growable buffer ---------------------------------------------------- */
+
+struct buf {
+	uint8_t *data;
+	size_t len, cap;
+};
+#define BUF_INIT { NULL, 0, 0 }
+int buf_reserve(struct buf *b, size_t extra);   /* room for len+extra bytes */
+int buf_append(struct buf *b, const void *p, size_t n);
+int buf_append_zero(struct buf *b, size_t n);
+int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_free(struct buf *b);
+static inline void buf_freep(struct buf *b) { buf_free(b); }
+
+/* ---- files -------------------------------------------------------------- */
+
+/* Read/write all of n bytes, retrying on EINTR and short transfers.
+ * read_full returns the bytes read (less than n only at end of file). */
+ssize_t read_full(int fd, void *p, size_t n);
+int write_full(int fd, const void *p, size_t n);
+ssize_t pread_full(int fd, void *p, size_t n, uint64_t off);
+int pwrite_full(int fd, const void *p, size_t n, uint64_t off);
+
+/* Read a whole file into *ret (NUL-terminated past len).  Refuses files
+ * larger than max bytes with -EFBIG. */
+int read_file(const char *path, size_t max, struct buf *ret);
+/* Create every missing directory of path (mode 0755). */
+int mkdir_p(const char *path, mode_t mode);
+/* Write data to path atomically: temporary file in the same directory,
+ * fsync, rename over path, fsync of the directory. */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
+int fsync_dir_of(const char *path);
+
+/* ---- parsing ------------------------------------------------------------ */
+
+/* "4096", "64K", "1M", "2G", "1.5G", "512KiB" → bytes.  -EINVAL otherwise. */
+int parse_size(const char *s, uint64_t *ret);
+/* "12" → 12; rejects trailing junk and overflow. */
+int parse_uint(const char *s, uint64_t max, uint64_t *ret);
+/* Human-readable size into out (e.g. "1.4 MiB"). */
+const char *format_size(uint64_t n, char *out, size_t outlen);
+
+/* Monotonic time in nanoseconds. */
+uint64_t now_ns(void);
+
+#endif

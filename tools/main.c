@@ -1,0 +1,36 @@
+/* main.c — `lazyroot`: git-style dispatch to subcommands. */
+#include "lib/lib.h"
+#include "tools/tools.h"
+
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "help", NULL, "" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: lazyroot COMMAND [ARGS]\n\ncommands:\n");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'lazyroot COMMAND --help' describes each.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "lazyroot: unknown command '%s' (see lazyroot --help)\n", argv[1]);
+	return 2;
+}

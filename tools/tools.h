@@ -1,0 +1,12 @@
+/* tools.h — the `lazyroot` subcommands and the option helpers they share. */
+#ifndef LAZYROOT_TOOLS_H
+#define LAZYROOT_TOOLS_H
+
+int cmd_build(int argc, char **argv);
+int cmd_image(int argc, char **argv);
+
+/* The store URL: the --store value if given, else $LAZYROOT_STORE, else the
+ * embedded default. */
+const char *tools_store_url(const char *opt);
+
+#endif

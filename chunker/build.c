@@ -604,6 +604,8 @@ int build_new(const struct build_params *p, struct store *store, struct build **
 	for (unsigned i = 0; i < b->nthreads; i++) {
 		struct worker *w = calloc(1, sizeof(*w));
 
+		if (w)
+			w->b = b;
 		if (!w || !(w->cctx = ZSTD_createCCtx()) ||
 		    (r = store_open(store_url(store), &w->store)) < 0 ||
 		    (r = pthread_create(&b->threads[i], NULL, worker_main, w)) != 0) {

@@ -82,6 +82,9 @@ struct build;
 int build_new(const struct build_params *p, struct store *store, struct build **ret);
 void build_free(struct build *b);
 
+/* The parameters the build was made with (borrowed). */
+const struct build_params *build_get_params(const struct build *b);
+
 /* The tree walkers fill. */
 struct image_tree *build_tree(struct build *b);
 
@@ -99,6 +102,9 @@ int build_file_end(struct build *b);
 
 /* Count one entry for the summary and the progress bar. */
 void build_count_entry(struct build *b);
+/* The file bytes the source will give in all, when known: the progress bar's
+ * ETA. */
+void build_set_total(struct build *b, uint64_t bytes);
 
 /*
  * Flush the last chunks, wait for the workers, write the index, store it,

@@ -72,6 +72,24 @@ void hex_encode(const uint8_t *in, size_t len, char *out); /* out holds 2*len+1 
 /* Decode exactly 2*len hex digits; -EINVAL on any other character. */
 int hex_decode(const char *in, uint8_t *out, size_t len);
 
+/* ---- chunk encoding ----------------------------------------------------- */
+
+#define CHUNK_ZSTD 0x1   /* same value as IMAGE_CHUNK_ZSTD */
+
+struct ZSTD_CCtx_s;
+struct ZSTD_DCtx_s;
+struct buf;
+/* Compress len bytes at level into out (replacing its contents); when zstd
+ * does not shrink them, out holds the raw bytes.  *ret_flags gets CHUNK_ZSTD
+ * or 0.  cctx may be NULL (a temporary context is used). */
+int chunk_encode(struct ZSTD_CCtx_s *cctx, int level, const void *in, size_t len,
+                 struct buf *out, uint32_t *ret_flags);
+/* Decode a stored chunk into out (room for size bytes) and verify that it
+ * hashes to name.  -EBADMSG when it does not decompress to exactly size bytes
+ * or fails verification: such bytes must never be served. */
+int chunk_decode(struct ZSTD_DCtx_s *dctx, const uint8_t name[HASH_SIZE], uint32_t flags,
+                 uint32_t size, const void *in, size_t inlen, void *out);
+
 /* ---- growable buffer ---------------------------------------------------- */
 
 struct buf {

@@ -60,6 +60,9 @@ int store_run(struct store *s);
 int store_get_sync(struct store *s, const char *key, struct buf *out);
 int64_t store_head_sync(struct store *s, const char *key);
 int store_put_sync(struct store *s, const char *key, const void *data, size_t len);
+/* Make every completed put durable: the barrier between a build's chunks and
+ * the index that names them. */
+int store_flush(struct store *s);
 /* *ret_names: a NULL-terminated array, free with store_names_free(). */
 int store_list_sync(struct store *s, const char *prefix, char ***ret_names, size_t *ret_n);
 void store_names_free(char **names);

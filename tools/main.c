@@ -7,7 +7,8 @@ static const struct command {
 	int (*run)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
-	{ "help", NULL, "" },
+	{ "build", cmd_build, "turn a directory, tar, OCI layout or docker archive into an image" },
+	{ "image", cmd_image, "list, inspect and extract images in a store" },
 };
 
 static void usage(FILE *f)

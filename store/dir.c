@@ -1,0 +1,345 @@
+/*
+ * dir.c — the `dir:` store: objects as files under a root directory.
+ *
+ *   ROOT/chunks/ab/abcdef…   chunks, fanned out by the first two hex digits
+ *   ROOT/indexes/<hex>       indexes
+ *   ROOT/tags/<name>:<tag>   tags (names may hold '/': subdirectories)
+ *   ROOT/tmp/                files being written
+ *
+ * A put writes a temporary file under tmp/ and renames it into place, so a
+ * reader sees a whole object or none, and several builders may put the same
+ * object at once (the last rename wins; the bytes are the same).  Puts do not
+ * fsync one by one: store_flush() (syncfs) is the barrier a build crosses
+ * before it publishes the index, and index and tag puts are then fsynced
+ * individually by the caller's order of flushes.  A file cut short by a crash
+ * before the barrier is caught by the builder, which compares the size HEAD
+ * reports with the size it means to write.
+ *
+ * Operations run synchronously and complete through the deferred queue.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "store/store-internal.h"
+
+struct dir_store {
+	int root_fd;
+	char *root;
+	uint64_t seq;
+};
+
+static struct dir_store *D(struct store *s)
+{
+	return s->backend;
+}
+
+/* key → path relative to the root */
+static int dir_path(const char *key, char *out, size_t outlen)
+{
+	int n;
+
+	if (!strncmp(key, "chunks/", 7) && strlen(key + 7) >= 2 && !strchr(key + 7, '/'))
+		n = snprintf(out, outlen, "chunks/%.2s/%s", key + 7, key + 7);
+	else
+		n = snprintf(out, outlen, "%s", key);
+	if (n < 0 || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int dir_get(struct store *s, const char *key, uint64_t off, uint64_t len,
+                   store_get_cb cb, void *ud)
+{
+	char path[PATH_MAX];
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int64_t res;
+	int r;
+
+	r = dir_path(key, path, sizeof(path));
+	if (r < 0)
+		return r;
+	fd = openat(D(s)->root_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		res = -errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		res = -EISDIR;
+	} else {
+		uint64_t size = (uint64_t)st.st_size;
+		uint64_t n = off >= size ? 0 : size - off;
+		ssize_t k;
+
+		if (len && len < n)
+			n = len;
+		res = buf_reserve(&b, n);
+		if (res == 0) {
+			k = pread_full(fd, b.data, n, off);
+			if (k < 0) {
+				res = k;
+			} else {
+				b.len = (size_t)k;
+				b.data[b.len] = 0;
+				res = k;
+			}
+		}
+	}
+	return store_defer_get(s, cb, ud, res, &b);
+}
+
+static int dir_head(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int r = dir_path(key, path, sizeof(path));
+
+	if (r < 0)
+		return r;
+	if (fstatat(D(s)->root_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return store_defer(s, cb, ud, -errno);
+	return store_defer(s, cb, ud, S_ISREG(st.st_mode) ? (int64_t)st.st_size : -EISDIR);
+}
+
+static int mkdir_parents_at(int dfd, const char *path)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, len + 1);
+	for (char *p = tmp; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdirat(dfd, tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+static int dir_put_now(struct store *s, const char *key, const void *data, size_t len)
+{
+	struct dir_store *d = D(s);
+	char path[PATH_MAX], tmp[64];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = dir_path(key, path, sizeof(path));
+	if (r < 0)
+		return r;
+	snprintf(tmp, sizeof(tmp), "tmp/%d.%llu.%llx", (int)getpid(),
+	         (unsigned long long)__atomic_add_fetch(&d->seq, 1, __ATOMIC_RELAXED),
+	         (unsigned long long)now_ns());
+	fd = openat(d->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ENOENT) {
+		if (mkdirat(d->root_fd, "tmp", 0755) < 0 && errno != EEXIST)
+			return -errno;
+		fd = openat(d->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	}
+	if (fd < 0)
+		return -errno;
+	r = write_full(fd, data, len);
+	/* indexes and tags are few and publish a build: make each durable */
+	if (r == 0 && strncmp(key, "chunks/", 7) && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(d->root_fd, tmp, d->root_fd, path) < 0) {
+		r = -errno;
+		if (r == -ENOENT) {
+			r = mkdir_parents_at(d->root_fd, path);
+			if (r == 0 && renameat(d->root_fd, tmp, d->root_fd, path) < 0)
+				r = -errno;
+		}
+	}
+	if (r < 0) {
+		unlinkat(d->root_fd, tmp, 0);
+		return r;
+	}
+	if (strncmp(key, "chunks/", 7)) {
+		char full[PATH_MAX];
+
+		snprintf(full, sizeof(full), "%s/%s", d->root, path);
+		return fsync_dir_of(full);
+	}
+	return 0;
+}
+
+static int dir_put(struct store *s, const char *key, const void *data, size_t len, store_cb cb,
+                   void *ud)
+{
+	return store_defer(s, cb, ud, dir_put_now(s, key, data, len));
+}
+
+struct name_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int names_add(struct name_list *l, const char *a, const char *b)
+{
+	char *s;
+
+	if (l->n + 1 >= l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		char **v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (asprintf(&s, "%s%s", a, b) < 0)
+		return -ENOMEM;
+	l->v[l->n++] = s;
+	l->v[l->n] = NULL;
+	return 0;
+}
+
+/* Add every regular file under dir (relative to the root) as key prefix/… */
+static int list_walk(int root_fd, const char *dir, const char *keyprefix, bool fanout,
+                     struct name_list *l)
+{
+	_cleanup_close_ int fd = openat(root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dp;
+	struct dirent *de;
+	int r = 0;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	dp = fdopendir(fd);
+	if (!dp)
+		return -errno;
+	fd = -1;
+	while (r == 0 && (de = readdir(dp))) {
+		char sub[PATH_MAX], key[PATH_MAX];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+		if (de->d_type == DT_DIR) {
+			if (fanout)
+				r = list_walk(root_fd, sub, keyprefix, false, l);
+			else {
+				snprintf(key, sizeof(key), "%s%s/", keyprefix, de->d_name);
+				r = list_walk(root_fd, sub, key, false, l);
+			}
+		} else if (de->d_type == DT_REG) {
+			r = names_add(l, keyprefix, de->d_name);
+		}
+	}
+	closedir(dp);
+	return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int dir_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
+{
+	struct name_list l = { 0 };
+	static const char *tops[] = { "chunks", "indexes", "tags" };
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(tops) && r == 0; i++) {
+		size_t tl = strlen(tops[i]);
+		char kp[64];
+
+		/* walk only top-level trees the prefix can match */
+		if (strncmp(prefix, tops[i], MIN(strlen(prefix), tl)))
+			continue;
+		snprintf(kp, sizeof(kp), "%s/", tops[i]);
+		r = list_walk(D(s)->root_fd, tops[i], kp, i == 0, &l);
+	}
+	if (r == 0) {
+		size_t keep = 0, pl = strlen(prefix);
+
+		for (size_t i = 0; i < l.n; i++) {
+			if (!strncmp(l.v[i], prefix, pl))
+				l.v[keep++] = l.v[i];
+			else
+				free(l.v[i]);
+		}
+		l.n = keep;
+		if (l.v) {
+			l.v[keep] = NULL;
+			qsort(l.v, l.n, sizeof(*l.v), cmp_str);
+		}
+	}
+	if (r < 0) {
+		if (l.v)
+			store_names_free(l.v);
+		return store_defer_list(s, cb, ud, r, NULL, 0);
+	}
+	if (!l.v) {
+		l.v = calloc(1, sizeof(*l.v));
+		if (!l.v)
+			return -ENOMEM;
+	}
+	return store_defer_list(s, cb, ud, 0, l.v, l.n);
+}
+
+static int dir_flush(struct store *s)
+{
+	return syncfs(D(s)->root_fd) < 0 ? -errno : 0;
+}
+
+static void dir_free(struct store *s)
+{
+	struct dir_store *d = D(s);
+
+	if (d) {
+		if (d->root_fd >= 0)
+			close(d->root_fd);
+		free(d->root);
+		free(d);
+	}
+	free(s);
+}
+
+static const struct store_ops dir_ops = {
+	.get = dir_get,
+	.head = dir_head,
+	.put = dir_put,
+	.list = dir_list,
+	.flush = dir_flush,
+	.free = dir_free,
+};
+
+/*
+ * Open (creating when missing) the store rooted at path.  A missing root is
+ * created so that the first build into a new store works; a root that exists
+ * but cannot be opened or written is an error naming it.
+ */
+int store_dir_open(const char *path, struct store **ret)
+{
+	struct store *s;
+	struct dir_store *d;
+	int r;
+
+	if (!*path)
+		return log_error(-EINVAL, "store: empty directory path");
+	r = mkdir_p(path, 0755);
+	if (r < 0)
+		return log_errno(r, "store '%s': cannot create directory", path);
+	s = calloc(1, sizeof(*s));
+	d = calloc(1, sizeof(*d));
+	if (!s || !d) {
+		free(s);
+		free(d);
+		return -ENOMEM;
+	}
+	s->ops = &dir_ops;
+	s->backend = d;
+	d->root = strdup(path);
+	d->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->root_fd < 0 || !d->root) {
+		r = d->root ? -errno : -ENOMEM;
+		dir_free(s);
+		return log_errno(r, "store '%s': cannot open directory", path);
+	}
+	*ret = s;
+	return 0;
+}

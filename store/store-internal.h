@@ -1,0 +1,52 @@
+/*
+ * store-internal.h — what a backend implements.  Every operation is
+ * asynchronous: a backend either completes it later from its run_once hook
+ * (HTTP, S3) or does the work at once and queues the callback with
+ * store_defer_*() so that it still runs from store_run_once(), never from
+ * inside the call that started it.
+ */
+#ifndef LAZYROOT_STORE_INTERNAL_H
+#define LAZYROOT_STORE_INTERNAL_H
+
+#include "lib/lib.h"
+#include "store/store.h"
+
+struct store_ops {
+	int (*get)(struct store *s, const char *key, uint64_t off, uint64_t len, store_get_cb cb,
+	           void *ud);
+	int (*head)(struct store *s, const char *key, store_cb cb, void *ud);
+	int (*put)(struct store *s, const char *key, const void *data, size_t len, store_cb cb,
+	           void *ud);
+	int (*list)(struct store *s, const char *prefix, store_list_cb cb, void *ud);
+	/* Make every completed put durable (a barrier before publishing). */
+	int (*flush)(struct store *s);
+	/* Complete backend operations; wait for one when wait is set.  Returns
+	 * the callbacks run.  NULL for backends that only defer. */
+	int (*run_once)(struct store *s, int wait);
+	/* Operations started and not yet completed by the backend itself. */
+	unsigned (*pending)(struct store *s);
+	void (*free)(struct store *s);
+};
+
+struct deferred;
+
+struct store {
+	const struct store_ops *ops;
+	char *url;
+	void *backend;
+	struct deferred *def_head, *def_tail;  /* callbacks queued by store_defer_* */
+};
+
+/* Queue a completion; takes data's contents (get) or names (list). */
+int store_defer(struct store *s, store_cb cb, void *ud, int64_t res);
+int store_defer_get(struct store *s, store_get_cb cb, void *ud, int64_t res, struct buf *data);
+int store_defer_list(struct store *s, store_list_cb cb, void *ud, int64_t res, char **names,
+                     size_t n);
+
+/* Key checks shared by backends: '/'-separated, no empty, "." or ".."
+ * components, no leading '/', printable. */
+bool store_key_valid(const char *key);
+
+int store_dir_open(const char *path, struct store **ret);
+
+#endif

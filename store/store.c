@@ -1,0 +1,429 @@
+/*
+ * store.c — backend selection by URL, the deferred-completion queue that
+ * synchronous backends use, the _sync wrappers, and tags.
+ */
+#include <ctype.h>
+#include <limits.h>
+
+#include "store/store-internal.h"
+
+enum deferred_kind { DEF_PLAIN, DEF_GET, DEF_LIST };
+
+struct deferred {
+	struct deferred *next;
+	enum deferred_kind kind;
+	void (*cb)(void);
+	void *ud;
+	int64_t res;
+	struct buf data;
+	char **names;
+	size_t n;
+};
+
+int store_open(const char *url, struct store **ret)
+{
+	const char *path = NULL;
+	struct store *s = NULL;
+	int r;
+
+	if (!strncmp(url, "dir:", 4))
+		path = url + 4;
+	else if (url[0] == '/' || url[0] == '.' || !strstr(url, "://"))
+		path = url;
+	if (!path)
+		return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme", url);
+	r = store_dir_open(path, &s);
+	if (r < 0)
+		return r;
+	s->url = strdup(url);
+	if (!s->url) {
+		store_free(s);
+		return -ENOMEM;
+	}
+	*ret = s;
+	return 0;
+}
+
+static void deferred_free(struct deferred *d)
+{
+	buf_free(&d->data);
+	store_names_free(d->names);
+	free(d);
+}
+
+void store_free(struct store *s)
+{
+	if (!s)
+		return;
+	while (s->def_head) {
+		struct deferred *d = s->def_head;
+
+		s->def_head = d->next;
+		deferred_free(d);
+	}
+	free(s->url);
+	s->ops->free(s);
+}
+
+const char *store_url(const struct store *s)
+{
+	return s->url;
+}
+
+static int defer_push(struct store *s, enum deferred_kind kind, void (*cb)(void), void *ud,
+                      int64_t res, struct deferred **ret)
+{
+	struct deferred *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	d->kind = kind;
+	d->cb = cb;
+	d->ud = ud;
+	d->res = res;
+	if (s->def_tail)
+		s->def_tail->next = d;
+	else
+		s->def_head = d;
+	s->def_tail = d;
+	*ret = d;
+	return 0;
+}
+
+int store_defer(struct store *s, store_cb cb, void *ud, int64_t res)
+{
+	struct deferred *d;
+
+	return defer_push(s, DEF_PLAIN, (void (*)(void))cb, ud, res, &d);
+}
+
+int store_defer_get(struct store *s, store_get_cb cb, void *ud, int64_t res, struct buf *data)
+{
+	struct deferred *d;
+	int r = defer_push(s, DEF_GET, (void (*)(void))cb, ud, res, &d);
+
+	if (r < 0)
+		return r;
+	if (data) {
+		d->data = *data;
+		*data = (struct buf)BUF_INIT;
+	}
+	return 0;
+}
+
+int store_defer_list(struct store *s, store_list_cb cb, void *ud, int64_t res, char **names,
+                     size_t n)
+{
+	struct deferred *d;
+	int r = defer_push(s, DEF_LIST, (void (*)(void))cb, ud, res, &d);
+
+	if (r < 0)
+		return r;
+	d->names = names;
+	d->n = n;
+	return 0;
+}
+
+bool store_key_valid(const char *key)
+{
+	const char *p = key;
+
+	if (!*key || *key == '/' || strlen(key) > 1024)
+		return false;
+	while (*p) {
+		const char *e = strchrnul(p, '/');
+		size_t n = (size_t)(e - p);
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		for (const char *c = p; c < e; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				return false;
+		p = *e ? e + 1 : e;
+		if (*e && !*p)
+			return false;  /* trailing '/' */
+	}
+	return true;
+}
+
+int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, store_get_cb cb,
+              void *ud)
+{
+	if (!store_key_valid(key))
+		return -EINVAL;
+	return s->ops->get(s, key, off, len, cb, ud);
+}
+
+int store_head(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	if (!store_key_valid(key))
+		return -EINVAL;
+	return s->ops->head(s, key, cb, ud);
+}
+
+int store_put(struct store *s, const char *key, const void *data, size_t len, store_cb cb,
+              void *ud)
+{
+	if (!store_key_valid(key))
+		return -EINVAL;
+	return s->ops->put(s, key, data, len, cb, ud);
+}
+
+int store_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
+{
+	return s->ops->list(s, prefix, cb, ud);
+}
+
+static unsigned backend_pending(struct store *s)
+{
+	return s->ops->pending ? s->ops->pending(s) : 0;
+}
+
+int store_run_once(struct store *s)
+{
+	int ran = 0;
+
+	/* Run only what is queued now: callbacks may queue more. */
+	struct deferred *d = s->def_head, *stop = s->def_tail;
+
+	s->def_head = s->def_tail = NULL;
+	while (d) {
+		struct deferred *next = d->next;
+		bool last = d == stop;
+
+		switch (d->kind) {
+		case DEF_PLAIN:
+			((store_cb)d->cb)(d->ud, d->res);
+			break;
+		case DEF_GET:
+			((store_get_cb)d->cb)(d->ud, d->res, &d->data);
+			break;
+		case DEF_LIST:
+			((store_list_cb)d->cb)(d->ud, d->res, d->names, d->n);
+			break;
+		}
+		deferred_free(d);
+		ran++;
+		d = last ? NULL : next;
+	}
+	if (s->ops->run_once && backend_pending(s)) {
+		int r = s->ops->run_once(s, ran == 0);
+
+		if (r < 0)
+			return r;
+		ran += r;
+	}
+	return ran;
+}
+
+int store_run(struct store *s)
+{
+	while (s->def_head || backend_pending(s)) {
+		int r = store_run_once(s);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+struct sync_state {
+	bool done;
+	int64_t res;
+	struct buf *out;
+	char **names;
+	size_t n;
+};
+
+static void sync_cb(void *ud, int64_t res)
+{
+	struct sync_state *st = ud;
+
+	st->done = true;
+	st->res = res;
+}
+
+static void sync_get_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct sync_state *st = ud;
+
+	st->done = true;
+	st->res = res;
+	if (res >= 0) {
+		buf_free(st->out);
+		*st->out = *data;
+		*data = (struct buf)BUF_INIT;
+	}
+}
+
+static void sync_list_cb(void *ud, int64_t res, char **names, size_t n)
+{
+	struct sync_state *st = ud;
+	char **copy;
+
+	st->done = true;
+	st->res = res;
+	if (res < 0)
+		return;
+	copy = calloc(n + 1, sizeof(*copy));
+	if (!copy) {
+		st->res = -ENOMEM;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		copy[i] = strdup(names[i]);
+		if (!copy[i]) {
+			store_names_free(copy);
+			st->res = -ENOMEM;
+			return;
+		}
+	}
+	st->names = copy;
+	st->n = n;
+}
+
+static int sync_wait(struct store *s, struct sync_state *st)
+{
+	while (!st->done) {
+		int r = store_run_once(s);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int store_get_sync(struct store *s, const char *key, struct buf *out)
+{
+	struct sync_state st = { .out = out };
+	int r = store_get(s, key, 0, 0, sync_get_cb, &st);
+
+	if (r < 0 || (r = sync_wait(s, &st)) < 0)
+		return r;
+	return st.res < 0 ? (int)st.res : 0;
+}
+
+int64_t store_head_sync(struct store *s, const char *key)
+{
+	struct sync_state st = { 0 };
+	int r = store_head(s, key, sync_cb, &st);
+
+	if (r < 0 || (r = sync_wait(s, &st)) < 0)
+		return r;
+	return st.res;
+}
+
+int store_put_sync(struct store *s, const char *key, const void *data, size_t len)
+{
+	struct sync_state st = { 0 };
+	int r = store_put(s, key, data, len, sync_cb, &st);
+
+	if (r < 0 || (r = sync_wait(s, &st)) < 0)
+		return r;
+	return (int)st.res;
+}
+
+int store_list_sync(struct store *s, const char *prefix, char ***ret_names, size_t *ret_n)
+{
+	struct sync_state st = { 0 };
+	int r = store_list(s, prefix, sync_list_cb, &st);
+
+	if (r < 0 || (r = sync_wait(s, &st)) < 0)
+		return r;
+	if (st.res < 0)
+		return (int)st.res;
+	*ret_names = st.names;
+	*ret_n = st.n;
+	return 0;
+}
+
+int store_flush(struct store *s)
+{
+	return s->ops->flush ? s->ops->flush(s) : 0;
+}
+
+void store_names_free(char **names)
+{
+	if (!names)
+		return;
+	for (char **p = names; *p; p++)
+		free(*p);
+	free(names);
+}
+
+int store_tag_key(const char *ref, char *out, size_t outlen)
+{
+	const char *colon = strrchr(ref, ':');
+	const char *slash = strrchr(ref, '/');
+	int n;
+
+	/* a colon before the last '/' belongs to a registry host:port, not a tag */
+	if (colon && slash && colon < slash)
+		colon = NULL;
+	if (!*ref || *ref == '/' || (colon && (colon == ref || !colon[1])))
+		return -EINVAL;
+	for (const char *p = ref; *p; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '\\')
+			return -EINVAL;
+	if (colon)
+		n = snprintf(out, outlen, "tags/%s", ref);
+	else
+		n = snprintf(out, outlen, "tags/%s:latest", ref);
+	if (n < 0 || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	return store_key_valid(out) ? 0 : -EINVAL;
+}
+
+static bool is_hex32(const char *s)
+{
+	if (strlen(s) != 32)
+		return false;
+	for (; *s; s++)
+		if (!isxdigit((unsigned char)*s) || isupper((unsigned char)*s))
+			return false;
+	return true;
+}
+
+int store_resolve(struct store *s, const char *ref, char ret_hex[33])
+{
+	char key[PATH_MAX];
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	int r;
+
+	if (is_hex32(ref)) {
+		memcpy(ret_hex, ref, 33);
+		return 0;
+	}
+	r = store_tag_key(ref, key, sizeof(key));
+	if (r < 0)
+		return log_error(r, "image '%s': not a valid name[:tag]", ref);
+	r = store_get_sync(s, key, &b);
+	if (r == -ENOENT)
+		return log_error(r, "image '%s': no such tag in store '%s'", ref, s->url);
+	if (r < 0)
+		return log_errno(r, "image '%s': reading tag from store '%s'", ref, s->url);
+	while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == ' '))
+		b.data[--b.len] = 0;
+	if (!is_hex32((char *)b.data))
+		return log_error(-EBADMSG, "image '%s': tag object is corrupt", ref);
+	memcpy(ret_hex, b.data, 33);
+	return 0;
+}
+
+int store_get_index(struct store *s, const char *hex, struct buf *out)
+{
+	char key[64];
+	uint8_t want[HASH_SIZE], got[HASH_SIZE];
+	int r;
+
+	if (hex_decode(hex, want, HASH_SIZE) < 0)
+		return -EINVAL;
+	snprintf(key, sizeof(key), "indexes/%s", hex);
+	r = store_get_sync(s, key, out);
+	if (r < 0)
+		return log_errno(r, "index %s: reading from store '%s'", hex, s->url);
+	hash128(out->data, out->len, got);
+	if (memcmp(want, got, HASH_SIZE))
+		return log_error(-EBADMSG, "index %s: content does not match its name", hex);
+	return 0;
+}

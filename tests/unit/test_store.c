@@ -1,0 +1,211 @@
+/* test_store.c — the dir: store: objects, atomic puts, listing, tags, keys. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "lib/lib.h"
+#include "store/store.h"
+
+static char root[64];
+
+static int setup(void **state)
+{
+	strcpy(root, "/tmp/lazyroot-test-store.XXXXXX");
+	return mkdtemp(root) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static struct store *open_store(void)
+{
+	struct store *s = NULL;
+	char url[96];
+
+	snprintf(url, sizeof(url), "dir:%s", root);
+	assert_int_equal(store_open(url, &s), 0);
+	return s;
+}
+
+static void test_store__put_get_head_round_trip(void **state)
+{
+	struct store *s = open_store();
+	struct buf b = BUF_INIT;
+	const char *key = "chunks/0123456789abcdef0123456789abcdef";
+	struct stat st;
+	char path[256];
+
+	assert_int_equal(store_head_sync(s, key), -ENOENT);
+	assert_int_equal(store_get_sync(s, key, &b), -ENOENT);
+	assert_int_equal(store_put_sync(s, key, "hello world", 11), 0);
+	assert_int_equal(store_head_sync(s, key), 11);
+	assert_int_equal(store_get_sync(s, key, &b), 0);
+	assert_int_equal(b.len, 11);
+	assert_memory_equal(b.data, "hello world", 11);
+	/* fanned out by the first two hex digits */
+	snprintf(path, sizeof(path), "%s/chunks/01/0123456789abcdef0123456789abcdef", root);
+	assert_int_equal(stat(path, &st), 0);
+	/* a second put of the same object is fine */
+	assert_int_equal(store_put_sync(s, key, "hello world", 11), 0);
+	buf_free(&b);
+	store_free(s);
+}
+
+static void test_store__put_leaves_no_temporary_files(void **state)
+{
+	struct store *s = open_store();
+	char path[256];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	for (int i = 0; i < 20; i++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "indexes/%032x", i);
+		assert_int_equal(store_put_sync(s, key, key, strlen(key)), 0);
+	}
+	snprintf(path, sizeof(path), "%s/tmp", root);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	assert_int_equal(n, 0);
+	store_free(s);
+}
+
+static void test_store__list_is_sorted_and_filtered(void **state)
+{
+	struct store *s = open_store();
+	char **names = NULL;
+	size_t n;
+
+	assert_int_equal(store_put_sync(s, "tags/b:1", "x", 1), 0);
+	assert_int_equal(store_put_sync(s, "tags/a/nested:2", "x", 1), 0);
+	assert_int_equal(store_put_sync(s, "tags/a:latest", "x", 1), 0);
+	assert_int_equal(store_list_sync(s, "tags/", &names, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(names[0], "tags/a/nested:2");
+	assert_string_equal(names[1], "tags/a:latest");
+	assert_string_equal(names[2], "tags/b:1");
+	assert_null(names[3]);
+	store_names_free(names);
+	assert_int_equal(store_list_sync(s, "chunks/01", &names, &n), 0);
+	assert_int_equal(n, 1);
+	store_names_free(names);
+	store_free(s);
+}
+
+static void record_cb(void *ud, int64_t r)
+{
+	*(int64_t *)ud = r;
+}
+
+static void test_store__async_callbacks_run_from_run(void **state)
+{
+	struct store *s = open_store();
+	int64_t res = 12345;
+
+	assert_int_equal(store_head(s, "chunks/ffffffffffffffffffffffffffffffff", record_cb, &res), 0);
+	assert_int_equal(res, 12345);  /* not from inside the call */
+	assert_int_equal(store_run(s), 0);
+	assert_int_equal(res, -ENOENT);
+	store_free(s);
+}
+
+static void test_store__bad_keys_refused(void **state)
+{
+	struct store *s = open_store();
+	static const char *bad[] = { "", "/abs", "a/../b", "..", "a//b", "a/", "./a", "a/\n" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_equal(store_put_sync(s, bad[i], "x", 1), -EINVAL);
+	store_free(s);
+}
+
+static void test_store__tag_keys(void **state)
+{
+	char key[256];
+
+	assert_int_equal(store_tag_key("python:3.12", key, sizeof(key)), 0);
+	assert_string_equal(key, "tags/python:3.12");
+	assert_int_equal(store_tag_key("debian", key, sizeof(key)), 0);
+	assert_string_equal(key, "tags/debian:latest");
+	assert_int_equal(store_tag_key("library/debian:12", key, sizeof(key)), 0);
+	assert_string_equal(key, "tags/library/debian:12");
+	assert_int_equal(store_tag_key("reg:5000/debian", key, sizeof(key)), 0);
+	assert_string_equal(key, "tags/reg:5000/debian:latest");
+	assert_int_equal(store_tag_key("", key, sizeof(key)), -EINVAL);
+	assert_int_equal(store_tag_key("/abs", key, sizeof(key)), -EINVAL);
+	assert_int_equal(store_tag_key("a/../b", key, sizeof(key)), -EINVAL);
+	assert_int_equal(store_tag_key("a b", key, sizeof(key)), -EINVAL);
+	assert_int_equal(store_tag_key("name:", key, sizeof(key)), -EINVAL);
+}
+
+static void test_store__resolve_tag_and_index_name(void **state)
+{
+	struct store *s = open_store();
+	char hex[33];
+	const char *idx = "00112233445566778899aabbccddeeff";
+
+	assert_int_equal(store_put_sync(s, "tags/img:v1", "00112233445566778899aabbccddeeff\n", 33), 0);
+	assert_int_equal(store_resolve(s, "img:v1", hex), 0);
+	assert_string_equal(hex, idx);
+	assert_int_equal(store_resolve(s, idx, hex), 0);
+	assert_int_equal(store_resolve(s, "img:v2", hex), -ENOENT);
+	assert_int_equal(store_put_sync(s, "tags/bad:v1", "zz", 2), 0);
+	assert_int_equal(store_resolve(s, "bad:v1", hex), -EBADMSG);
+	store_free(s);
+}
+
+static void test_store__index_verified_against_name(void **state)
+{
+	struct store *s = open_store();
+	struct buf b = BUF_INIT;
+	uint8_t name[HASH_SIZE];
+	char hex[33], key[64];
+
+	hash128("index bytes", 11, name);
+	hex_encode(name, HASH_SIZE, hex);
+	snprintf(key, sizeof(key), "indexes/%s", hex);
+	assert_int_equal(store_put_sync(s, key, "index bytes", 11), 0);
+	assert_int_equal(store_get_index(s, hex, &b), 0);
+	assert_int_equal(store_put_sync(s, key, "index bytez", 11), 0);
+	assert_int_equal(store_get_index(s, hex, &b), -EBADMSG);
+	buf_free(&b);
+	store_free(s);
+}
+
+static void test_store__unsupported_scheme(void **state)
+{
+	struct store *s = NULL;
+
+	assert_int_equal(store_open("gopher://x/y", &s), -EPROTONOSUPPORT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_store__put_get_head_round_trip),
+		cmocka_unit_test(test_store__put_leaves_no_temporary_files),
+		cmocka_unit_test(test_store__list_is_sorted_and_filtered),
+		cmocka_unit_test(test_store__async_callbacks_run_from_run),
+		cmocka_unit_test(test_store__bad_keys_refused),
+		cmocka_unit_test(test_store__tag_keys),
+		cmocka_unit_test(test_store__resolve_tag_and_index_name),
+		cmocka_unit_test(test_store__index_verified_against_name),
+		cmocka_unit_test(test_store__unsupported_scheme),
+	};
+
+	return cmocka_run_group_tests_name("store", tests, setup, teardown);
+}

@@ -1,0 +1,157 @@
+/* build.c — `lazyroot build SOURCE --tag NAME[:TAG]`. */
+#include <getopt.h>
+
+#include "chunker/chunker.h"
+#include "lib/lib.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot build SOURCE --tag NAME[:TAG] [OPTIONS]\n"
+	        "\n"
+	        "Turn SOURCE into content-defined chunks and an index, store the chunks the\n"
+	        "store lacks, then the index, then the tag.  SOURCE is a directory, a tar\n"
+	        "archive (plain, gzip or zstd), an OCI image layout directory or a\n"
+	        "`docker save` archive.\n"
+	        "\n"
+	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --tag NAME[:TAG]   name to publish the image under (TAG defaults to latest)\n"
+	        "  --platform P       os/arch[/variant] to pick from a multi-platform OCI index\n"
+	        "                     (default: this host)\n"
+	        "  --min-size SIZE    smallest chunk (default %uK)\n"
+	        "  --avg-size SIZE    average chunk, a power of two (default %uK)\n"
+	        "  --max-size SIZE    largest chunk (default %uK)\n"
+	        "  --level N          zstd level, 1-19 (default %d)\n"
+	        "  --threads N        worker threads (default: one per core)\n"
+	        "  --json             print a summary as JSON on stdout\n"
+	        "  --no-progress      no progress bar even on a terminal\n"
+	        "  -h, --help         this text\n",
+	        STORE_DEFAULT_URL, BUILD_DEFAULT_MIN / 1024, BUILD_DEFAULT_AVG / 1024,
+	        BUILD_DEFAULT_MAX / 1024, BUILD_DEFAULT_LEVEL);
+}
+
+static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
+{
+	uint64_t v;
+
+	if (parse_size(arg, &v) < 0 || v > UINT32_MAX)
+		return log_error(-EINVAL, "%s '%s': not a size", opt, arg);
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+int cmd_build(int argc, char **argv)
+{
+	enum { O_STORE = 256, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL, O_THREADS, O_JSON,
+	       O_NOPROG };
+	static const struct option opts[] = {
+		{ "store", required_argument, NULL, O_STORE },
+		{ "tag", required_argument, NULL, O_TAG },
+		{ "platform", required_argument, NULL, O_PLATFORM },
+		{ "min-size", required_argument, NULL, O_MIN },
+		{ "avg-size", required_argument, NULL, O_AVG },
+		{ "max-size", required_argument, NULL, O_MAX },
+		{ "level", required_argument, NULL, O_LEVEL },
+		{ "threads", required_argument, NULL, O_THREADS },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "no-progress", no_argument, NULL, O_NOPROG },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct build_params p;
+	struct build_summary sum = { 0 };
+	struct build *b = NULL;
+	struct store *s = NULL;
+	const char *store_opt = NULL, *tag = NULL, *source;
+	bool json = false, noprog = false;
+	uint64_t v;
+	int c, r;
+
+	build_params_default(&p);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_STORE: store_opt = optarg; break;
+		case O_TAG: tag = optarg; break;
+		case O_PLATFORM: p.platform = optarg; break;
+		case O_MIN: if (parse_chunk_size("--min-size", optarg, &p.min_size) < 0) return 2; break;
+		case O_AVG: if (parse_chunk_size("--avg-size", optarg, &p.avg_size) < 0) return 2; break;
+		case O_MAX: if (parse_chunk_size("--max-size", optarg, &p.max_size) < 0) return 2; break;
+		case O_LEVEL:
+			if (parse_uint(optarg, 22, &v) < 0 || v < 1) {
+				log_error(-EINVAL, "--level '%s': want 1 to 22", optarg);
+				return 2;
+			}
+			p.level = (int)v;
+			break;
+		case O_THREADS:
+			if (parse_uint(optarg, 1024, &v) < 0 || v < 1) {
+				log_error(-EINVAL, "--threads '%s': want 1 to 1024", optarg);
+				return 2;
+			}
+			p.threads = (unsigned)v;
+			break;
+		case O_JSON: json = true; break;
+		case O_NOPROG: noprog = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	source = argv[optind];
+	if (!tag) {
+		log_error(-EINVAL, "build '%s': --tag NAME[:TAG] is required", source);
+		return 2;
+	}
+	{
+		char key[1200];
+
+		if (store_tag_key(tag, key, sizeof(key)) < 0) {
+			log_error(-EINVAL, "--tag '%s': not a valid name[:tag]", tag);
+			return 2;
+		}
+	}
+	p.progress = !noprog && !json && isatty(STDERR_FILENO);
+
+	r = store_open(tools_store_url(store_opt), &s);
+	if (r < 0)
+		return 1;
+	r = build_new(&p, s, &b);
+	if (r == 0)
+		r = source_add(b, source, p.platform);
+	if (r == 0)
+		r = build_finish(b, tag, &sum);
+	build_free(b);
+	store_free(s);
+	if (r < 0) {
+		log_error(r, "build '%s': failed, no tag written", source);
+		return 1;
+	}
+	if (json) {
+		double dedup = sum.bytes_in ? (double)sum.bytes_in / (double)MAX(sum.chunk_bytes, 1) : 1;
+
+		printf("{\"index\":\"%s\",\"tag\":", sum.index);
+		tools_json_string(stdout, tag, strlen(tag));
+		printf(",\"entries\":%llu,\"bytes_in\":%llu,\"chunks\":%llu,\"chunks_new\":%llu,"
+		       "\"chunk_bytes\":%llu,\"bytes_stored\":%llu,\"dedup_ratio\":%.3f,"
+		       "\"seconds\":%.3f}\n",
+		       (unsigned long long)sum.entries, (unsigned long long)sum.bytes_in,
+		       (unsigned long long)sum.chunks, (unsigned long long)sum.chunks_new,
+		       (unsigned long long)sum.chunk_bytes, (unsigned long long)sum.bytes_stored,
+		       dedup, sum.seconds);
+	} else {
+		char a[32], bb[32];
+
+		printf("%s %s: %llu entries, %s in, %llu chunks (%llu new, %s stored), %.2f s\n",
+		       tag, sum.index, (unsigned long long)sum.entries,
+		       format_size(sum.bytes_in, a, sizeof(a)), (unsigned long long)sum.chunks,
+		       (unsigned long long)sum.chunks_new, format_size(sum.bytes_stored, bb, sizeof(bb)),
+		       sum.seconds);
+	}
+	return 0;
+}

@@ -1,0 +1,35 @@
+/* common.c — option helpers shared by the subcommands. */
+#include "lib/lib.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+const char *tools_store_url(const char *opt)
+{
+	const char *env = getenv("LAZYROOT_STORE");
+
+	if (opt && *opt)
+		return opt;
+	if (env && *env)
+		return env;
+	return STORE_DEFAULT_URL;
+}
+
+void tools_json_string(FILE *f, const char *s, size_t len)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c == '\t')
+			fputs("\\t", f);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}

@@ -1,0 +1,99 @@
+/*
+ * chunker-internal.h — what the source walkers share among themselves: the
+ * streaming tar reader (tar.c), the step that applies a tar stream to a build
+ * (layer.c), and the OCI walker's entry point with an explicit blob root
+ * (oci.c), which the docker archive walker (docker.c) reuses.
+ */
+#ifndef LAZYROOT_CHUNKER_INTERNAL_H
+#define LAZYROOT_CHUNKER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/image.h"
+
+struct build;
+struct sha256;
+
+/* ---- the tar reader ----------------------------------------------------- */
+
+/*
+ * A pull reader over a tar stream on an fd: plain, gzip (multi-member) or
+ * zstd (multi-frame), detected from the first bytes.  Understands ustar,
+ * POSIX pax ('x' and 'g' extended headers, SCHILY/LIBARCHIVE xattrs, GNU
+ * sparse 0.0/0.1/1.0), GNU ('L', 'K', old sparse 'S' with extension blocks,
+ * base-256 numbers) and v7 headers.
+ *
+ * Every error is logged here, once, naming the archive (and the member when
+ * there is one); callers just pass the -errno value up.
+ */
+struct tar_reader;
+
+struct tar_xattr {
+	char *name;             /* full name: "security.capability" */
+	uint8_t *value;
+	size_t len;
+};
+
+struct tar_sparse {
+	uint64_t off, len;      /* file bytes [off, off+len) are stored data */
+};
+
+struct tar_entry {
+	char type;              /* '0' regular (also for '\0' and '7'), '1'..'6', 'D' */
+	const char *path;       /* member name as recorded (pax/GNU long name applied) */
+	const char *linkpath;   /* hard link or symlink target, "" otherwise */
+	struct image_attr attr; /* mode holds S_IFMT bits matching type */
+	uint64_t size;          /* regular files: the file's size (holes included) */
+	const struct tar_xattr *xattrs;
+	size_t n_xattrs;
+	bool sparse;            /* data comes with holes (tar_reader_read says where) */
+	uint64_t offset;        /* header's offset in the uncompressed stream */
+};
+
+/* fd is borrowed; name is used in messages and must outlive the reader. */
+int tar_reader_new(int fd, const char *name, struct tar_reader **ret);
+void tar_reader_free(struct tar_reader *r);
+
+/* Feed every raw (still compressed) byte read from fd from now on into h. */
+void tar_reader_hash(struct tar_reader *r, struct sha256 *h);
+
+/* The next member: 1 and *ret (valid until the next call), 0 at the end of
+ * the archive, -errno.  Data the caller did not read is skipped. */
+int tar_reader_next(struct tar_reader *r, const struct tar_entry **ret);
+
+/*
+ * The current member's contents, piece by piece in file order: returns 1 with
+ * either a data piece (*ret_data, *ret_len; valid until the next call) or a
+ * hole (*ret_data NULL, *ret_hole bytes of zeroes); 0 when the contents are
+ * done; -errno (a truncated member, a corrupt stream).
+ */
+int tar_reader_read(struct tar_reader *r, const void **ret_data, size_t *ret_len,
+                    uint64_t *ret_hole);
+
+/* After the end of the archive: read the raw input to its end, checking that
+ * the compressed stream ends properly (its checksums included).  *ret_raw
+ * (optional) is the number of raw bytes read from fd in all. */
+int tar_reader_finish(struct tar_reader *r, uint64_t *ret_raw);
+
+/* ---- sources ------------------------------------------------------------ */
+
+/* Apply every member of the stream r to the build (see source_tar_fd), up to
+ * the end of the archive. */
+int tar_apply(struct build *b, struct tar_reader *r, const char *name, bool whiteouts);
+
+/* The OCI walker over the layout at dirfd (borrowed); name is used in
+ * messages.  platform may be NULL (see source_oci). */
+int oci_build(struct build *b, int dirfd, const char *name, const char *platform);
+
+/* The docker archive walker with a platform for archives that hold an OCI
+ * layout. */
+int docker_build(struct build *b, const char *path, const char *platform);
+
+/* openat() of path below dirfd with "..", absolute names and symlinks all
+ * resolved as if dirfd were the root (openat2 RESOLVE_IN_ROOT), so that a
+ * hostile archive cannot reach outside it.  Returns the fd or -errno. */
+int open_beneath(int dirfd, const char *path, int flags);
+
+#endif

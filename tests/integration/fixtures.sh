@@ -3,9 +3,10 @@
 # tar round trip copy it, treecmp finds the copies identical; then one thing at a time is changed
 # in a copy (a content byte, a mode, an mtime's nanoseconds, an xattr, a hard link, a hole, an
 # owner, ...) and treecmp must report exactly that one difference, and none once it is undone.
+# Last, oci.sh builds its image (it checks its own layers) and the archives are looked at.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
-need_cmd tar setfattr setfacl setcap fallocate
+need_cmd tar setfattr setfacl setcap fallocate umoci skopeo
 workdir
 [ -x "$TREECMP" ] || make -s -C "$REPO" "${TREECMP#"$REPO"/}" >&2 ||
 	fail "cannot build treecmp"
@@ -216,3 +217,14 @@ expect "the root's mtime" "^\.: mtime: "
 check "$TREECMP" --ignore-root-mtime "$A" "$B"
 times .
 restored
+
+# The OCI fixture: four layers in the layout and in the docker archive, and an expected tree.
+O=$WORK/oci
+check "$REPO"/tests/lib/oci.sh "$O"
+check test -d "$O/expected/opt/app"
+layers_in_docker_archive() {
+	tar -xOf "$O/docker.tar" manifest.json |
+		python3 -c 'import json, sys; print(len(json.load(sys.stdin)[0]["Layers"]))'
+}
+check test "$(layers_in_docker_archive)" = 4
+check test "$(tar -tf "$O/oci.tar" | grep -c '^blobs/sha256/.')" -ge 6

@@ -121,6 +121,7 @@ void build_set_total(struct build *b, uint64_t bytes)
 	b->total_bytes = bytes;
 }
 
+/* -ECANCELED once a worker failed (it logged why), else 0. */
 static int build_failed(struct build *b)
 {
 	int e;
@@ -128,7 +129,7 @@ static int build_failed(struct build *b)
 	pthread_mutex_lock(&b->lock);
 	e = b->error;
 	pthread_mutex_unlock(&b->lock);
-	return e;
+	return e ? -ECANCELED : 0;
 }
 
 static void set_error(struct build *b, int err)
@@ -198,29 +199,38 @@ struct worker {
 	struct buf enc;
 };
 
+/* Compress and store one chunk unless the store has it.  On failure, msg
+ * says what failed (the worker logs only the build's first failure). */
 static int store_chunk(struct worker *w, const uint8_t *name, const struct job *j,
-                       uint32_t *ret_stored, uint32_t *ret_flags, bool *ret_new)
+                       uint32_t *ret_stored, uint32_t *ret_flags, bool *ret_new, char *msg,
+                       size_t msglen)
 {
 	char key[64], hex[HASH_HEX_SIZE];
 	int64_t have;
 	int r;
 
-	r = chunk_encode(w->cctx, w->b->p.level, j->data, j->len, &w->enc, ret_flags);
-	if (r < 0)
-		return r;
-	*ret_stored = (uint32_t)w->enc.len;
 	hex_encode(name, HASH_SIZE, hex);
+	r = chunk_encode(w->cctx, w->b->p.level, j->data, j->len, &w->enc, ret_flags);
+	if (r < 0) {
+		snprintf(msg, msglen, "compressing chunk %s", hex);
+		return r;
+	}
+	*ret_stored = (uint32_t)w->enc.len;
 	snprintf(key, sizeof(key), "chunks/%s", hex);
 	have = store_head_sync(w->store, key);
 	if (have == (int64_t)w->enc.len) {
 		*ret_new = false;
 		return 0;
 	}
-	if (have < 0 && have != -ENOENT)
-		return log_errno((int)have, "store '%s': checking chunk %s", store_url(w->store), hex);
+	if (have < 0 && have != -ENOENT) {
+		snprintf(msg, msglen, "store '%s': checking chunk %s", store_url(w->store), hex);
+		return (int)have;
+	}
 	r = store_put_sync(w->store, key, w->enc.data, w->enc.len);
-	if (r < 0)
-		return log_errno(r, "store '%s': writing chunk %s", store_url(w->store), hex);
+	if (r < 0) {
+		snprintf(msg, msglen, "store '%s': writing chunk %s", store_url(w->store), hex);
+		return r;
+	}
 	*ret_new = true;
 	return 0;
 }
@@ -235,6 +245,7 @@ static void *worker_main(void *arg)
 		struct slot_result res = { 0 };
 		struct name_entry *e;
 		bool found = false, fresh = false;
+		char msg[256] = "out of memory";
 		int r = 0;
 
 		pthread_mutex_lock(&b->lock);
@@ -264,12 +275,15 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&b->lock);
 
 		if (r == 0 && !found)
-			r = store_chunk(w, res.name, j, &res.stored_size, &res.flags, &fresh);
+			r = store_chunk(w, res.name, j, &res.stored_size, &res.flags, &fresh, msg,
+			                sizeof(msg));
 		free(j->data);
 		pthread_mutex_lock(&b->lock);
 		if (r < 0) {
-			if (!b->error)
+			if (!b->error) {
 				b->error = r;
+				log_errno(r, "%s", msg);
+			}
 			b->closing = true;
 			pthread_cond_broadcast(&b->can_push);
 			pthread_cond_broadcast(&b->can_pop);
@@ -335,12 +349,10 @@ static int emit_chunk(struct build *b, const uint8_t *data, size_t len, uint32_t
 	while (b->q_len >= b->q_max && !b->error)
 		pthread_cond_wait(&b->can_push, &b->lock);
 	if (b->error) {
-		int e = b->error;
-
 		pthread_mutex_unlock(&b->lock);
 		free(j->data);
 		free(j);
-		return e;
+		return -ECANCELED;
 	}
 	if (b->q_tail)
 		b->q_tail->next = j;

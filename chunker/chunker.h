@@ -94,6 +94,10 @@ struct image_tree *build_tree(struct build *b);
  * from the source's metadata; end checks that exactly that much was given
  * (-EIO otherwise).  Files smaller than the pack threshold and without holes
  * are packed with their neighbours into shared chunks.
+ *
+ * Once storing a chunk has failed, these return -ECANCELED: the failure was
+ * logged where it happened, and the caller passes the error up without
+ * logging again.
  */
 int build_file_begin(struct build *b, struct image_inode *ino, uint64_t size);
 int build_file_data(struct build *b, const void *data, size_t len);

@@ -283,6 +283,8 @@ static int walk(struct dir_walk *w, const char *path, const char *rel)
 		r = add_file(w, path, &st, ino);
 		if (r == -EAGAIN)
 			return log_error(-EIO, "source '%s': file changed while it was read", path);
+		if (r == -ECANCELED)
+			return r;
 		if (r < 0)
 			return log_errno(r, "source '%s': reading", path);
 	} else if (S_ISDIR(st.st_mode)) {

@@ -39,8 +39,13 @@ int open_beneath(int dirfd, const char *path, int flags)
 static int member_path(const char *archive, const char *member, const char *in, char *out,
                        size_t outlen)
 {
-	int r = image_path_normalize(in, out, outlen);
+	int r;
 
+	/* GNU tar strips a leading '/' and goes on; an image build refuses the
+	 * archive instead: such a member was never meant for a root filesystem */
+	if (in[0] == '/')
+		return log_error(-EINVAL, "%s: member '%s': absolute name '%s'", archive, member, in);
+	r = image_path_normalize(in, out, outlen);
 	if (r == -ENAMETOOLONG)
 		return log_error(-ENAMETOOLONG, "%s: member '%s': name too long", archive, member);
 	if (r < 0)
@@ -88,7 +93,7 @@ static int add_contents(struct build *b, struct tar_reader *rd, const char *name
 
 	r = build_file_begin(b, ino, e->size);
 	if (r < 0)
-		return log_errno(r, "%s: member '%s'", name, e->path);
+		return r == -ECANCELED ? r : log_errno(r, "%s: member '%s'", name, e->path);
 	for (;;) {
 		const void *data;
 		size_t len;
@@ -101,11 +106,11 @@ static int add_contents(struct build *b, struct tar_reader *rd, const char *name
 			break;
 		r = data ? build_file_data(b, data, len) : build_file_hole(b, hole);
 		if (r < 0)
-			return log_errno(r, "%s: member '%s'", name, e->path);
+			return r == -ECANCELED ? r : log_errno(r, "%s: member '%s'", name, e->path);
 	}
 	r = build_file_end(b);
 	if (r < 0)
-		return log_errno(r, "%s: member '%s'", name, e->path);
+		return r == -ECANCELED ? r : log_errno(r, "%s: member '%s'", name, e->path);
 	return 0;
 }
 
@@ -158,7 +163,7 @@ static int apply_entry(struct build *b, struct tar_reader *rd, const char *name,
 	if (r == -ENOTDIR)
 		return log_error(r, "%s: member '%s': a parent is not a directory", name, e->path);
 	if (r < 0)
-		return log_errno(r, "%s: member '%s'", name, e->path);
+		return r == -ECANCELED ? r : log_errno(r, "%s: member '%s'", name, e->path);
 	if (e->type == '2') {
 		r = image_inode_set_symlink(ino, e->linkpath);
 		if (r < 0)

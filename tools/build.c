@@ -128,10 +128,8 @@ int cmd_build(int argc, char **argv)
 		r = build_finish(b, tag, &sum);
 	build_free(b);
 	store_free(s);
-	if (r < 0) {
-		log_error(r, "build '%s': failed, no tag written", source);
-		return 1;
-	}
+	if (r < 0)
+		return 1;  /* the failure was logged where it happened, naming the input */
 	if (json) {
 		double dedup = sum.bytes_in ? (double)sum.bytes_in / (double)MAX(sum.chunk_bytes, 1) : 1;
 

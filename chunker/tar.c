@@ -193,11 +193,14 @@ static int zstd_fill(struct tar_reader *r)
 			return r2;
 		in = (ZSTD_inBuffer){ r->in, r->in_len, r->in_pos };
 		zr = ZSTD_decompressStream(r->zs, &out, &in);
-		r->in_pos = in.pos;
 		if (ZSTD_isError(zr))
 			return log_error(-EBADMSG, "%s: corrupt zstd stream: %s", r->name,
 			                 ZSTD_getErrorName(zr));
-		r->zs_last = zr;
+		/* A call that neither read nor wrote (at the end of the input,
+		 * after a finished frame) says nothing about completeness. */
+		if (in.pos != r->in_pos || out.pos)
+			r->zs_last = zr;
+		r->in_pos = in.pos;
 		if (out.pos) {
 			r->out_pos = 0;
 			r->out_len = out.pos;

@@ -556,7 +556,7 @@ static void draw_progress(struct build *b, bool final)
 	b->last_draw_ns = now;
 	secs = (double)(now - b->start_ns) / 1e9;
 	rate = secs > 0 ? (double)b->bytes_in / secs / 1e6 : 0;
-	if (b->total_bytes && rate > 0 && b->bytes_in <= b->total_bytes)
+	if (b->total_bytes && secs >= 1 && rate > 0 && b->bytes_in <= b->total_bytes)
 		snprintf(eta, sizeof(eta), "%.0fs",
 		         (double)(b->total_bytes - b->bytes_in) / 1e6 / rate);
 	fprintf(stderr, "\r\033[K%llu entries  %s  %llu chunks  %.0f MB/s  ETA %s",

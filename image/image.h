@@ -70,6 +70,11 @@ void image_tree_free(struct image_tree *t);
  * names the root itself.  image_path_normalize() makes such a path from a
  * tar member name, and refuses names that would leave the tree.
  */
+/* Leading '/', empty and "." components are dropped; ".." is resolved
+ * lexically (without regard to symlinks, as docker does) and refused with
+ * -EINVAL where it would climb above the root; -ENAMETOOLONG for a component
+ * over IMAGE_NAME_MAX or a result that does not fit outlen.  Returns the
+ * length of out. */
 int image_path_normalize(const char *in, char *out, size_t outlen);
 
 /* Layers: entries remember the layer they were added in, so that an opaque
@@ -96,7 +101,9 @@ int image_tree_link(struct image_tree *t, const char *path, const char *target);
 int image_tree_remove(struct image_tree *t, const char *path);
 
 /* Remove the children of the directory at path that were added in layers
- * below the current one (an OCI opaque-directory marker). */
+ * below the current one (an OCI opaque-directory marker).  This reaches all
+ * the way down: a subdirectory the current layer re-created, or added to,
+ * stays but loses what lower layers put in it. */
 int image_tree_clear_lower(struct image_tree *t, const char *path);
 
 /* The inode at path, or NULL. */
@@ -176,7 +183,8 @@ int image_getattr(const struct image *img, uint64_t ino, struct image_stat *ret)
  * -ENOENT, -ENOTDIR. */
 int image_lookup(const struct image *img, uint64_t dir, const char *name, size_t len,
                  uint64_t *ret_ino);
-/* Resolve a '/'-separated path from the root, without following symlinks. */
+/* Resolve a '/'-separated path from the root, without following symlinks.
+ * Empty and "." components are skipped; ".." is -EINVAL (no parent links). */
 int image_lookup_path(const struct image *img, const char *path, uint64_t *ret_ino);
 
 /* The pos-th entry (0-based, sorted by name; "." and ".." are not stored) of
@@ -197,7 +205,8 @@ int image_xattr(const struct image *img, uint64_t ino, uint32_t i, const char **
 int image_getxattr(const struct image *img, uint64_t ino, const char *name,
                    const void **ret_value, size_t *ret_value_len);
 
-/* Extents of a regular file: the count, and the i-th. */
+/* Extents of a regular file (-EINVAL otherwise): the count, and the i-th
+ * (-ERANGE past the end). */
 int64_t image_extent_count(const struct image *img, uint64_t ino);
 int image_extent(const struct image *img, uint64_t ino, uint64_t i, struct image_extent *ret);
 /* Index of the first extent of ino that ends after file offset off (binary

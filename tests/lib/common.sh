@@ -1,0 +1,118 @@
+# Helpers for the integration scripts under tests/integration/. Source it first thing:
+#
+#   . "$(dirname "$0")/../lib/common.sh"
+#
+# It turns on `set -euo pipefail` and provides:
+#   need_root                exit 77 (skip) unless running as root
+#   need_cmd CMD...          exit 77 (skip) when a command is missing
+#   cleanup_add CMD...       run CMD at exit, even on failure; last added runs first
+#   workdir                  make $WORK, a fresh directory under $TMPDIR removed at exit
+#   log MSG / fail MSG       a message on stderr; fail also exits 1
+#   check CMD...             run CMD, print "ok - CMD" or "FAIL - CMD"; the test fails at exit
+#   check_not CMD...         the same, but CMD must fail
+#   check_status N CMD...    the same, but CMD must exit with status N
+#   compare_trees [treecmp options] A B
+#                            treecmp A B; prints the differences (the first 50) on stderr
+# and sets $REPO (the checkout), $LAZYROOT (the binary under test, from $LAZYROOT_BIN) and
+# $TREECMP. A failed check does not stop the script, so that one run shows every failure; the
+# exit trap turns any failed check into exit status 1.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LAZYROOT=${LAZYROOT_BIN:-$REPO/build/lazyroot}
+TREECMP=${LAZYROOT_BUILD:-$REPO/build}/tests/treecmp
+TEST_NAME=$(basename "$0" .sh)
+_cleanups=()
+_checks_failed=0
+
+log() {
+	echo "$TEST_NAME: $*" >&2
+}
+
+fail() {
+	echo "$TEST_NAME: FAIL: $*" >&2
+	exit 1
+}
+
+need_root() {
+	if [ "$(id -u)" != 0 ]; then
+		log "needs root; skipping"
+		exit 77
+	fi
+}
+
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null || { log "$c is missing (scripts/install-deps test); skipping"; exit 77; }
+	done
+}
+
+cleanup_add() {
+	_cleanups+=("$(printf '%q ' "$@")")
+}
+
+_run_cleanups() {
+	local rc=$? i
+	set +e
+	for ((i = ${#_cleanups[@]} - 1; i >= 0; i--)); do
+		eval "${_cleanups[i]}"
+	done
+	if [ "$rc" = 0 ] && [ "$_checks_failed" -gt 0 ]; then
+		log "$_checks_failed check(s) failed"
+		rc=1
+	fi
+	exit "$rc"
+}
+trap _run_cleanups EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+workdir() {
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-$TEST_NAME.XXXXXX")
+	# --one-file-system: a mount left inside by a failed test is not descended into.
+	cleanup_add rm -rf --one-file-system "$WORK"
+}
+
+_check_result() {
+	local ok=$1; shift
+	if [ "$ok" = 1 ]; then
+		echo "ok - $*" >&2
+	else
+		echo "FAIL - $*" >&2
+		_checks_failed=$((_checks_failed + 1))
+	fi
+}
+
+check() {
+	local ok=0
+	"$@" && ok=1
+	_check_result "$ok" "$*"
+}
+
+check_not() {
+	local ok=1
+	"$@" && ok=0
+	_check_result "$ok" "! $*"
+}
+
+check_status() {
+	local want=$1 got=0; shift
+	"$@" || got=$?
+	if [ "$got" = "$want" ]; then
+		_check_result 1 "$* (exit $want)"
+	else
+		_check_result 0 "$* (exit $got, want $want)"
+	fi
+}
+
+compare_trees() {
+	local out rc=0
+	[ -x "$TREECMP" ] || fail "$TREECMP is missing: make build/tests/treecmp"
+	out=$("$TREECMP" "$@") || rc=$?
+	if [ -n "$out" ]; then
+		head -n 50 <<<"$out" | sed 's/^/  treecmp: /' >&2
+		[ "$(wc -l <<<"$out")" -le 50 ] || echo "  treecmp: ... $(wc -l <<<"$out") differences in all" >&2
+	fi
+	return "$rc"
+}

@@ -196,8 +196,8 @@ static int zstd_fill(struct tar_reader *r)
 		if (ZSTD_isError(zr))
 			return log_error(-EBADMSG, "%s: corrupt zstd stream: %s", r->name,
 			                 ZSTD_getErrorName(zr));
-		/* a call that neither reads nor writes only asks for the next
-		 * frame's header: it does not undo the end of the last frame */
+		/* A call that neither read nor wrote (at the end of the input,
+		 * after a finished frame) says nothing about completeness. */
 		if (in.pos != r->in_pos || out.pos)
 			r->zs_last = zr;
 		r->in_pos = in.pos;

@@ -45,8 +45,10 @@ static bool archive_name(const char *top, size_t len)
 	for (i = 0; i < ARRAY_SIZE(names); i++)
 		if (len == strlen(names[i]) && memcmp(top, names[i], len) == 0)
 			return true;
-	return is_hex64(top, len) || (len == 69 && memcmp(top + 64, ".json", 5) == 0 &&
-	                              is_hex64(top, 64));
+	/* <hex>/ layer directories, <hex>.json configs, <hex>.tar layers */
+	return is_hex64(top, len) ||
+	       (len == 69 && memcmp(top + 64, ".json", 5) == 0 && is_hex64(top, 64)) ||
+	       (len == 68 && memcmp(top + 64, ".tar", 4) == 0 && is_hex64(top, 64));
 }
 
 /* 1 if the tar on fd is an image archive, 0 if not, -errno. */

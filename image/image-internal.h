@@ -185,6 +185,11 @@ struct image_tree {
 	void *config;
 	size_t config_len;
 	uint64_t write_epoch;
+	/* Every inode ever made, each holding one reference: an inode pointer a
+	 * caller got stays valid until the tree is freed, even after its entry
+	 * is replaced (the build pipeline maps data to inodes after the fact). */
+	struct image_inode **all;
+	size_t n_all, cap_all;
 };
 
 #endif

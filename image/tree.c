@@ -146,14 +146,27 @@ static void htab_remove(struct image_tree *t, struct tree_node *node)
 
 /* ---- inodes and entries ---------------------------------------------------- */
 
-static struct image_inode *inode_new(const struct image_attr *a)
+/* A new inode with one reference for the caller and one kept by the tree
+ * (see image_tree.all). */
+static struct image_inode *inode_new(struct image_tree *t, const struct image_attr *a)
 {
-	struct image_inode *ino = calloc(1, sizeof(*ino));
+	struct image_inode *ino;
 
+	if (t->n_all == t->cap_all) {
+		size_t cap = t->cap_all ? t->cap_all * 2 : 256;
+		struct image_inode **v = reallocarray(t->all, cap, sizeof(*v));
+
+		if (!v)
+			return NULL;
+		t->all = v;
+		t->cap_all = cap;
+	}
+	ino = calloc(1, sizeof(*ino));
 	if (!ino)
 		return NULL;
 	ino->attr = *a;
-	ino->refs = 1;
+	ino->refs = 2;
+	t->all[t->n_all++] = ino;
 	return ino;
 }
 
@@ -268,7 +281,7 @@ int image_tree_new(struct image_tree **ret)
 	t->htab = calloc(t->hsize, sizeof(*t->htab));
 	t->root = calloc(1, sizeof(*t->root) + 1);
 	if (t->root)
-		t->root->inode = inode_new(&root);
+		t->root->inode = inode_new(t, &root);
 	if (!t->htab || !t->root || !t->root->inode) {
 		image_tree_free(t);
 		return -ENOMEM;
@@ -284,6 +297,9 @@ void image_tree_free(struct image_tree *t)
 		return;
 	if (t->root)
 		subtree_free(t, t->root);
+	for (size_t i = 0; i < t->n_all; i++)
+		inode_unref(t->all[i]);
+	free(t->all);
 	free(t->htab);
 	free(t->chunks);
 	free(t->config);
@@ -317,7 +333,7 @@ static int walk_parent(struct image_tree *t, const char *path, bool create,
 		if (!child) {
 			if (!create)
 				return -ENOENT;
-			ino = inode_new(&dir_attr);
+			ino = inode_new(t, &dir_attr);
 			if (!ino)
 				return -ENOMEM;
 			r = node_new(t, cur, p, (size_t)(e - p), ino, &child);
@@ -397,7 +413,7 @@ int image_tree_add(struct image_tree *t, const char *path, const struct image_at
 		goto update_dir;
 	if (n)
 		subtree_free(t, n);
-	ino = inode_new(a);
+	ino = inode_new(t, a);
 	if (!ino)
 		return -ENOMEM;
 	r = node_new(t, parent, name, len, ino, &n);

@@ -157,10 +157,14 @@ static int dir_put_now(struct store *s, const char *key, const void *data, size_
 		return r;
 	}
 	if (strncmp(key, "chunks/", 7)) {
-		char full[PATH_MAX];
+		char *slash = strrchr(path, '/');
+		_cleanup_close_ int dfd = -1;
 
-		snprintf(full, sizeof(full), "%s/%s", d->root, path);
-		return fsync_dir_of(full);
+		if (slash)
+			*slash = 0;
+		dfd = openat(d->root_fd, slash ? path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			return -errno;
 	}
 	return 0;
 }

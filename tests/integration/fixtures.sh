@@ -4,6 +4,7 @@
 # in a copy (a content byte, a mode, an mtime's nanoseconds, an xattr, a hard link, a hole, an
 # owner, ...) and treecmp must report exactly that one difference, and none once it is undone.
 # Last, oci.sh builds its image (it checks its own layers) and the archives are looked at.
+# shellcheck source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd tar setfattr setfacl setcap fallocate umoci skopeo

@@ -259,6 +259,15 @@ static int load_tree(struct tree *t, const char *root)
 	return 0;
 }
 
+static void free_tree(struct tree *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i].path);
+	free(t->v);
+	if (t->root_fd >= 0)
+		close(t->root_fd);
+}
+
 static const char *type_name(mode_t m)
 {
 	switch (m & S_IFMT) {
@@ -665,7 +674,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct tree a = { 0 }, b = { 0 };
+	struct tree a = { .root_fd = -1 }, b = { .root_fd = -1 };
 	size_t i = 0, j = 0;
 	int c;
 
@@ -683,8 +692,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (load_tree(&a, argv[optind]) < 0 || load_tree(&b, argv[optind + 1]) < 0)
+	if (load_tree(&a, argv[optind]) < 0 || load_tree(&b, argv[optind + 1]) < 0) {
+		free_tree(&a);
+		free_tree(&b);
 		return 2;
+	}
 
 	while (i < a.n || j < b.n) {
 		int r = i == a.n ? 1 : j == b.n ? -1 : strcmp(a.v[i].path, b.v[j].path);
@@ -702,6 +714,8 @@ int main(int argc, char **argv)
 		}
 	}
 	fflush(stdout);
+	free_tree(&a);
+	free_tree(&b);
 	if (trouble)
 		return 2;
 	return ndiff ? 1 : 0;

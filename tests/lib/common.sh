@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the integration scripts under tests/integration/. Source it first thing:
 #
 #   . "$(dirname "$0")/../lib/common.sh"
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-LAZYROOT=${LAZYROOT_BIN:-$REPO/build/lazyroot}
+export LAZYROOT=${LAZYROOT_BIN:-$REPO/build/lazyroot}
 TREECMP=${LAZYROOT_BUILD:-$REPO/build}/tests/treecmp
 TEST_NAME=$(basename "$0" .sh)
 _cleanups=()

@@ -92,7 +92,7 @@ expect_entries() {
 	local n=$1 list e; shift
 	list=$(tar -tzf "$(layer_blob "$n")")
 	for e in "$@"; do
-		grep -qxF -- "$e" <<<"$list" || die "layer $n lacks '$e'; it holds: $(echo $list)"
+		grep -qxF -- "$e" <<<"$list" || die "layer $n lacks '$e'; it holds: $(tr '\n' ' ' <<<"$list")"
 	done
 }
 
@@ -216,7 +216,9 @@ mv "$scratch/final/rootfs" "$out/expected"
 e=$out/expected
 for gone in etc/remove-me data/old/a data/old/sub data/replaced/one data/replaced/deeper \
 	usr/share/doc/demo/README; do
-	[ ! -e "$e/$gone" ] && [ ! -L "$e/$gone" ] || die "expected tree still holds $gone"
+	if [ -e "$e/$gone" ] || [ -L "$e/$gone" ]; then
+		die "expected tree still holds $gone"
+	fi
 done
 [ -f "$e/gone-dir" ] || die "expected tree lacks gone-dir as a file"
 [ "$(ls -A "$e/data/replaced")" = fresh ] || die "opaque dir data/replaced holds: $(ls -A "$e/data/replaced")"

@@ -66,7 +66,10 @@ if [ -z "$mirrors" ]; then
 	exit 1
 fi
 
-key=$(printf '%s\n' "mmdebstrap --variant=minbase --include=$include $suite" "$mirrors" |
+# A fixed SOURCE_DATE_EPOCH makes mmdebstrap's output reproducible for a given mirror state.
+export SOURCE_DATE_EPOCH=1700000000
+key=$(printf '%s\n' "mmdebstrap --variant=minbase --include=$include $suite" "$mirrors" \
+	"SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH" |
 	sha256sum | cut -c1-12)
 tarball=$cache/debian12-minbase-$key.tar
 tree=$cache/debian12-minbase-$key.d

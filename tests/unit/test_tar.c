@@ -585,16 +585,20 @@ static void test_tar__sparse_map_must_match_data(void **state)
 
 /* ---- compression --------------------------------------------------------------- */
 
-static void make_small(struct buf *t)
+static void make_small(struct buf *t, const char *dir)
 {
 	uint8_t big[300000];
+	char name[64];
 	size_t i;
 
 	for (i = 0; i < sizeof(big); i++)
 		big[i] = (uint8_t)(i * 7 + i / 1000);
-	put_entry(t, "d/", '5', 0755, NULL);
-	put_file(t, "d/f", "hello", 5);
-	put_file(t, "d/big", big, sizeof(big));
+	snprintf(name, sizeof(name), "%s/", dir);
+	put_entry(t, name, '5', 0755, NULL);
+	snprintf(name, sizeof(name), "%s/f", dir);
+	put_file(t, name, "hello", 5);
+	snprintf(name, sizeof(name), "%s/big", dir);
+	put_file(t, name, big, sizeof(big));
 	put_end(t);
 }
 
@@ -603,7 +607,7 @@ static void test_tar__gzip_multi_member_and_zstd(void **state)
 	struct buf a = BUF_INIT, b = BUF_INIT, gz = BUF_INIT, zs = BUF_INIT;
 	size_t half;
 
-	make_small(&a);
+	make_small(&a, "d");
 	half = 1024;  /* split the tar across two gzip members */
 	b.data = a.data;
 	b.len = half;
@@ -612,10 +616,13 @@ static void test_tar__gzip_multi_member_and_zstd(void **state)
 	b.len = a.len - half;
 	gzip_buf(&b, &gz);
 	assert_int_equal(run_tar(&gz, false), 0);
+	a.len = 0;
+	make_small(&a, "z");
 	zstd_buf(&a, &zs);
 	assert_int_equal(run_tar(&zs, false), 0);
 	finish();
 	assert_contents("d/f", "hello", 5);
+	assert_contents("z/f", "hello", 5);
 	buf_free(&a);
 	buf_free(&gz);
 	buf_free(&zs);
@@ -625,7 +632,7 @@ static void test_tar__truncated_gzip(void **state)
 {
 	struct buf a = BUF_INIT, gz = BUF_INIT;
 
-	make_small(&a);
+	make_small(&a, "d");
 	gzip_buf(&a, &gz);
 	gz.len -= 20;
 	assert_true(run_tar(&gz, false) < 0);
@@ -638,7 +645,7 @@ static void test_tar__corrupt_gzip(void **state)
 {
 	struct buf a = BUF_INIT, gz = BUF_INIT;
 
-	make_small(&a);
+	make_small(&a, "d");
 	gzip_buf(&a, &gz);
 	gz.data[gz.len - 6] ^= 0xff;  /* the CRC */
 	assert_true(run_tar(&gz, false) < 0);
@@ -651,7 +658,7 @@ static void test_tar__truncated_zstd(void **state)
 {
 	struct buf a = BUF_INIT, zs = BUF_INIT;
 
-	make_small(&a);
+	make_small(&a, "d");
 	zstd_buf(&a, &zs);
 	zs.len -= 10;
 	assert_true(run_tar(&zs, false) < 0);

@@ -12,6 +12,7 @@
  *
  * Seeds live in tests/fuzz/corpus/fuzz_index/ (see mkseeds_index.c).
  */
+#include <endian.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "image/image.h"
 
 #define MAX_INODES 512
+#define TOTAL_SIZE_OFF 32   /* header field, FORMAT.md */
 #define MAX_PER_INODE 512
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -92,7 +94,8 @@ static void walk_xattrs(const struct image *img, uint64_t ino)
 	sink += (uint64_t)image_getxattr(img, ino, "security.capability", &value, &vlen);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Open copy (size bytes, owned) and walk it; frees copy. */
+static void run(uint8_t *copy, size_t size)
 {
 	static const char *const paths[] = {
 		"", "/", "etc/passwd", "usr/bin/ping", "a/b/c", "./x/../y", "dev/null",
@@ -103,16 +106,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct image *img;
 	const char *s;
 	uint64_t ino, i;
-	uint8_t *copy;
 	size_t len;
 
-	copy = malloc(size ? size : 1);
-	if (!copy)
-		return 0;
-	memcpy(copy, data, size);
 	if (image_open_mem(copy, size, &img) < 0) {
 		free(copy);
-		return 0;
+		return;
 	}
 	sink += (uint64_t)image_verify(img);
 	image_get_info(img, &info);
@@ -140,5 +138,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	image_free(img);
 	free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint64_t total = htole64(size);
+	uint8_t *copy;
+
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, data, size);
+	run(copy, size);
+
+	/* Mutations that change the length fail the total-size check at once;
+	 * once more with it patched, so the section checks meet them too. */
+	if (size >= TOTAL_SIZE_OFF + 8 && memcmp(data + TOTAL_SIZE_OFF, &total, 8) != 0) {
+		copy = malloc(size);
+		if (!copy)
+			return 0;
+		memcpy(copy, data, size);
+		memcpy(copy + TOTAL_SIZE_OFF, &total, 8);
+		run(copy, size);
+	}
 	return 0;
 }

@@ -68,13 +68,12 @@ void image_tree_free(struct image_tree *t);
  * Paths passed to the tree are relative to the root, '/'-separated, already
  * normalised (no "", "." or ".." components, no leading or trailing '/'); ""
  * names the root itself.  image_path_normalize() makes such a path from a
- * tar member name, and refuses names that would leave the tree.
+ * tar member name, and refuses names that would leave the tree: leading '/',
+ * empty and "." components are dropped; ".." is resolved lexically (without
+ * regard to symlinks, as docker does) and refused with -EINVAL where it would
+ * climb above the root; -ENAMETOOLONG for a component over IMAGE_NAME_MAX or a
+ * result that does not fit outlen.  Returns the length of out.
  */
-/* Leading '/', empty and "." components are dropped; ".." is resolved
- * lexically (without regard to symlinks, as docker does) and refused with
- * -EINVAL where it would climb above the root; -ENAMETOOLONG for a component
- * over IMAGE_NAME_MAX or a result that does not fit outlen.  Returns the
- * length of out. */
 int image_path_normalize(const char *in, char *out, size_t outlen);
 
 /* Layers: entries remember the layer they were added in, so that an opaque

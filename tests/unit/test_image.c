@@ -611,6 +611,56 @@ static void test_image__path_normalize_limits(void **state)
 	assert_int_equal(image_path_normalize("abcdef", out, 7), 6);
 }
 
+/* Every string over {a, ., /} up to 8 long: a result is always in normal form,
+ * and a name is refused exactly when a reference depth count goes negative. */
+static void test_image__path_normalize_exhaustive_small(void **state)
+{
+	static const char alpha[] = "a./";
+	char in[16], out[16];
+	unsigned long n, k, code, total = 1;
+	int depth, escapes, r;
+	size_t len, i;
+
+	for (len = 0; len <= 8; len++, total *= 3) {
+		for (code = 0; code < total; code++) {
+			for (k = code, i = 0; i < len; i++, k /= 3)
+				in[i] = alpha[k % 3];
+			in[len] = 0;
+			/* reference: walk components, count depth */
+			depth = 0;
+			escapes = 0;
+			for (char *p = in, *e; *p; p = *e ? e + 1 : e) {
+				e = strchrnul(p, '/');
+				n = (unsigned long)(e - p);
+				if (n == 0 || (n == 1 && *p == '.'))
+					continue;
+				if (n == 2 && p[0] == '.' && p[1] == '.') {
+					if (--depth < 0)
+						escapes = 1;
+					if (escapes)
+						break;
+					continue;
+				}
+				depth++;
+			}
+			r = image_path_normalize(in, out, sizeof(out));
+			if (escapes) {
+				assert_int_equal(r, -EINVAL);
+				continue;
+			}
+			assert_int_equal(r, strlen(out));
+			assert_true(out[0] != '/' && (r == 0 || out[r - 1] != '/'));
+			assert_null(strstr(out, "//"));
+			for (char *p = out, *e; *p; p = *e ? e + 1 : e) {
+				e = strchrnul(p, '/');
+				n = (unsigned long)(e - p);
+				assert_false(n == 1 && *p == '.');
+				assert_false(n == 2 && p[0] == '.' && p[1] == '.');
+			}
+		}
+	}
+}
+
 static void test_image__tree_refuses_unnormalised_paths(void **state)
 {
 	struct image_attr a = mkattr(S_IFREG | 0644, 0, 0);
@@ -1185,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_image__path_normalize_accepts_tar_names),
 		cmocka_unit_test(test_image__path_normalize_refuses_escapes),
 		cmocka_unit_test(test_image__path_normalize_limits),
+		cmocka_unit_test(test_image__path_normalize_exhaustive_small),
 		cmocka_unit_test(test_image__tree_refuses_unnormalised_paths),
 		cmocka_unit_test(test_image__tree_add_replaces_and_updates),
 		cmocka_unit_test(test_image__whiteout_remove),

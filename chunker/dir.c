@@ -80,7 +80,8 @@ static int list_dir(const char *path, char ***ret, size_t *ret_n)
 		free(v);
 		return r;
 	}
-	qsort(v, n, sizeof(*v), cmp_names);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_names);
 	*ret = v;
 	*ret_n = n;
 	return 0;

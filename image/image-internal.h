@@ -142,7 +142,8 @@ struct tree_xattr {
 
 struct image_inode {
 	struct image_attr attr;
-	uint32_t refs;          /* entries naming this inode (hard links) */
+	uint32_t refs;          /* entries naming this inode (hard links), plus one
+	                         * held by image_tree.all */
 	uint64_t size;
 	char *symlink;
 	struct tree_xattr *xattrs;

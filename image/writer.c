@@ -290,7 +290,7 @@ static int write_records(struct wctx *w, uint8_t *base, const uint64_t *off,
 	for (k = 0; k < w->n_inodes; k++) {
 		ino = w->inodes[k];
 		p = base + off[IDX_S_INODES] + k * IDX_INODE_SIZE;
-		nlink = S_ISDIR(ino->attr.mode) ? 2 + w->dir_subdirs[k] : ino->refs;
+		nlink = S_ISDIR(ino->attr.mode) ? 2 + w->dir_subdirs[k] : ino->refs - 1;
 		put_le32(p + IDX_I_MODE, ino->attr.mode);
 		put_le32(p + IDX_I_UID, ino->attr.uid);
 		put_le32(p + IDX_I_GID, ino->attr.gid);

@@ -335,7 +335,7 @@ static void test_tar__ustar_members(void **state)
 	octal(h + 337, 8, 3);
 	h_put(&t, h);
 	put_entry(&t, "./bin/", '5', 0755, NULL);
-	h_init(h, "/bin/abs", '7', 04755, 3);  /* contiguous file, leading '/' */
+	h_init(h, "bin/abs", '7', 04755, 3);  /* contiguous file */
 	h_put(&t, h);
 	put_data(&t, "abc", 3);
 	put_end(&t);
@@ -691,6 +691,10 @@ static void test_tar__escaping_names(void **state)
 	refused("/../evil", '0', NULL, "member '/../evil'");
 	errors[0] = 0;
 	refused("hl", '1', "../../etc/shadow", "member 'hl': name '../../etc/shadow' leaves");
+	errors[0] = 0;
+	refused("/etc/evil", '0', NULL, "test.tar: member '/etc/evil': absolute name '/etc/evil'");
+	errors[0] = 0;
+	refused("hl2", '1', "/etc/shadow", "member 'hl2': absolute name '/etc/shadow'");
 }
 
 static void test_tar__hard_link_to_missing(void **state)

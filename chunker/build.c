@@ -12,8 +12,8 @@
  *
  * Worker threads hash, compress and store the chunks.  Each worker has its own
  * store handle (handles are single-threaded).  A chunk already stored by this
- * build is not compressed again; one the store already has (same size on HEAD)
- * is not written again.  The queue between cutter and workers is bounded, so
+ * build, or already in the store (HEAD), is neither compressed nor written
+ * again.  The queue between cutter and workers is bounded, so
  * memory stays at a few chunks per worker.
  *
  * build_finish() publishes in order: every chunk stored, then a store flush
@@ -199,8 +199,14 @@ struct worker {
 	struct buf enc;
 };
 
-/* Compress and store one chunk unless the store has it.  On failure, msg
- * says what failed (the worker logs only the build's first failure). */
+/*
+ * Store one chunk unless the store has it.  A stored chunk is never empty and
+ * is compressed only when that makes it smaller, so the size HEAD reports
+ * tells how it is stored (equal to the chunk's size: raw; smaller: zstd) and
+ * rules out the one torn state a crash can leave behind a rename, an empty
+ * file: such a chunk is written again.  On failure, msg says what failed
+ * (the worker logs only the build's first failure).
+ */
 static int store_chunk(struct worker *w, const uint8_t *name, const struct job *j,
                        uint32_t *ret_stored, uint32_t *ret_flags, bool *ret_new, char *msg,
                        size_t msglen)
@@ -210,15 +216,11 @@ static int store_chunk(struct worker *w, const uint8_t *name, const struct job *
 	int r;
 
 	hex_encode(name, HASH_SIZE, hex);
-	r = chunk_encode(w->cctx, w->b->p.level, j->data, j->len, &w->enc, ret_flags);
-	if (r < 0) {
-		snprintf(msg, msglen, "compressing chunk %s", hex);
-		return r;
-	}
-	*ret_stored = (uint32_t)w->enc.len;
 	snprintf(key, sizeof(key), "chunks/%s", hex);
 	have = store_head_sync(w->store, key);
-	if (have == (int64_t)w->enc.len) {
+	if (have > 0 && have <= (int64_t)j->len) {
+		*ret_stored = (uint32_t)have;
+		*ret_flags = have == (int64_t)j->len ? 0 : CHUNK_ZSTD;
 		*ret_new = false;
 		return 0;
 	}
@@ -226,6 +228,12 @@ static int store_chunk(struct worker *w, const uint8_t *name, const struct job *
 		snprintf(msg, msglen, "store '%s': checking chunk %s", store_url(w->store), hex);
 		return (int)have;
 	}
+	r = chunk_encode(w->cctx, w->b->p.level, j->data, j->len, &w->enc, ret_flags);
+	if (r < 0) {
+		snprintf(msg, msglen, "compressing chunk %s", hex);
+		return r;
+	}
+	*ret_stored = (uint32_t)w->enc.len;
 	r = store_put_sync(w->store, key, w->enc.data, w->enc.len);
 	if (r < 0) {
 		snprintf(msg, msglen, "store '%s': writing chunk %s", store_url(w->store), hex);

@@ -5,6 +5,9 @@
 #   tests/lib/rootfs.sh          path of the tarball (built on first call)
 #   tests/lib/rootfs.sh --dir    path of an extracted copy of it (made on first call; needs root)
 #
+# LAZYROOT_ROOTFS_EXTRA=pkg[,pkg] adds packages (a separate cache entry): the benchmarks use it
+# for "the same rootfs plus one more package".
+#
 # The cache lives in ${LAZYROOT_FIXTURES:-<repo>/tests/.cache} and is keyed by the mmdebstrap
 # arguments and the mirror list, so that changing either builds a new tarball. A flock makes
 # parallel callers wait for one build instead of building twice. Progress goes to stderr; stdout
@@ -14,7 +17,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${LAZYROOT_FIXTURES:-$repo/tests/.cache}
 suite=bookworm
-include=python3,gcc,git,libc6-dev
+include=python3,gcc,git,libc6-dev${LAZYROOT_ROOTFS_EXTRA:+,$LAZYROOT_ROOTFS_EXTRA}
 want_dir=0
 
 case "${1:-}" in

@@ -4,16 +4,14 @@
  *   ROOT/chunks/ab/abcdef…   chunks, fanned out by the first two hex digits
  *   ROOT/indexes/<hex>       indexes
  *   ROOT/tags/<name>:<tag>   tags (names may hold '/': subdirectories)
- *   ROOT/tmp/                files being written
  *
- * A put writes a temporary file under tmp/ and renames it into place, so a
- * reader sees a whole object or none, and several builders may put the same
- * object at once (the last rename wins; the bytes are the same).  Puts do not
- * fsync one by one: store_flush() (syncfs) is the barrier a build crosses
- * before it publishes the index, and index and tag puts are then fsynced
- * individually by the caller's order of flushes.  A file cut short by a crash
- * before the barrier is caught by the builder, which compares the size HEAD
- * reports with the size it means to write.
+ * A reader sees a whole object or none: objects are linked or renamed into
+ * place once written (see dir_put_now), and several builders may put the same
+ * object at once.  Chunk puts are not fsynced one by one: store_flush()
+ * (syncfs) is the barrier a build crosses before it publishes the index, and
+ * index and tag puts are fsynced with their directory.  A chunk cut short by a
+ * crash before the barrier (an empty file) is caught by the builder, which
+ * checks the size HEAD reports before trusting an existing chunk.
  *
  * Operations run synchronously and complete through the deferred queue.
  */
@@ -119,54 +117,108 @@ static int mkdir_parents_at(int dfd, const char *path)
 	return 0;
 }
 
+/* Open the directory that will hold path (relative to the root), creating
+ * it when missing; *ret_base points at path's last component. */
+static int open_parent(struct dir_store *d, char *path, const char **ret_base)
+{
+	char *slash = strrchr(path, '/');
+	int fd;
+
+	if (!slash) {
+		*ret_base = path;
+		fd = fcntl(d->root_fd, F_DUPFD_CLOEXEC, 3);
+		return fd < 0 ? -errno : fd;
+	}
+	*slash = 0;
+	*ret_base = slash + 1;
+	fd = openat(d->root_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		*slash = '/';
+		if (mkdir_parents_at(d->root_fd, path) < 0)
+			return -errno;
+		*slash = 0;
+		fd = openat(d->root_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	*slash = '/';
+	return fd < 0 ? -errno : fd;
+}
+
+/* Write data under a temporary name in dfd and rename it over base. */
+static int put_renamed(struct dir_store *d, int dfd, const char *base, const void *data,
+                       size_t len, bool durable)
+{
+	char tmp[NAME_MAX + 1];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	snprintf(tmp, sizeof(tmp), ".tmp.%d.%llu.%llx", (int)getpid(),
+	         (unsigned long long)__atomic_add_fetch(&d->seq, 1, __ATOMIC_RELAXED),
+	         (unsigned long long)now_ns());
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = write_full(fd, data, len);
+	if (r == 0 && durable && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+		r = -errno;
+	if (r < 0)
+		unlinkat(dfd, tmp, 0);
+	return r;
+}
+
+/*
+ * Write data as an unnamed file (O_TMPFILE) in dfd and link it in as base:
+ * one directory change, and nothing left behind by a crash.  -EEXIST when
+ * base exists; -EOPNOTSUPP where the filesystem has no O_TMPFILE.
+ */
+static int put_linked(int dfd, const char *base, const void *data, size_t len, bool durable)
+{
+	_cleanup_close_ int fd = openat(dfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
+	char proc[64];
+	int r;
+
+	if (fd < 0)
+		return errno == EISDIR || errno == EINVAL ? -EOPNOTSUPP : -errno;
+	r = write_full(fd, data, len);
+	if (r == 0 && durable && fsync(fd) < 0)
+		r = -errno;
+	if (r < 0)
+		return r;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, dfd, base, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+}
+
+/*
+ * Content-addressed objects (chunks, indexes) are linked into place from an
+ * unnamed file; one that is already there is replaced only through a rename
+ * (the builder puts a chunk again only when the one there is torn).  Tags
+ * are renamed over the old ones.  Every write stays within the object's own
+ * directory, which spreads directory locks over the fan-out and avoids the
+ * filesystem-wide lock that a cross-directory rename takes.  Chunks are not
+ * fsynced one by one: store_flush() is the barrier.
+ */
 static int dir_put_now(struct store *s, const char *key, const void *data, size_t len)
 {
 	struct dir_store *d = D(s);
-	char path[PATH_MAX], tmp[64];
-	_cleanup_close_ int fd = -1;
-	int r;
+	bool chunk = !strncmp(key, "chunks/", 7), tag = !strncmp(key, "tags/", 5);
+	char path[PATH_MAX];
+	const char *base;
+	_cleanup_close_ int dfd = -1;
+	int r = -EEXIST;
 
 	r = dir_path(key, path, sizeof(path));
 	if (r < 0)
 		return r;
-	snprintf(tmp, sizeof(tmp), "tmp/%d.%llu.%llx", (int)getpid(),
-	         (unsigned long long)__atomic_add_fetch(&d->seq, 1, __ATOMIC_RELAXED),
-	         (unsigned long long)now_ns());
-	fd = openat(d->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 && errno == ENOENT) {
-		if (mkdirat(d->root_fd, "tmp", 0755) < 0 && errno != EEXIST)
-			return -errno;
-		fd = openat(d->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	}
-	if (fd < 0)
-		return -errno;
-	r = write_full(fd, data, len);
-	/* indexes and tags are few and publish a build: make each durable */
-	if (r == 0 && strncmp(key, "chunks/", 7) && fsync(fd) < 0)
+	dfd = open_parent(d, path, &base);
+	if (dfd < 0)
+		return dfd;
+	r = tag ? -EEXIST : put_linked(dfd, base, data, len, !chunk);
+	if (r == -EEXIST || r == -EOPNOTSUPP)
+		r = put_renamed(d, dfd, base, data, len, !chunk);
+	if (r == 0 && !chunk && fsync(dfd) < 0)
 		r = -errno;
-	if (r == 0 && renameat(d->root_fd, tmp, d->root_fd, path) < 0) {
-		r = -errno;
-		if (r == -ENOENT) {
-			r = mkdir_parents_at(d->root_fd, path);
-			if (r == 0 && renameat(d->root_fd, tmp, d->root_fd, path) < 0)
-				r = -errno;
-		}
-	}
-	if (r < 0) {
-		unlinkat(d->root_fd, tmp, 0);
-		return r;
-	}
-	if (strncmp(key, "chunks/", 7)) {
-		char *slash = strrchr(path, '/');
-		_cleanup_close_ int dfd = -1;
-
-		if (slash)
-			*slash = 0;
-		dfd = openat(d->root_fd, slash ? path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0 || fsync(dfd) < 0)
-			return -errno;
-	}
-	return 0;
+	return r;
 }
 
 static int dir_put(struct store *s, const char *key, const void *data, size_t len, store_cb cb,

@@ -62,25 +62,23 @@ static void test_store__put_get_head_round_trip(void **state)
 static void test_store__put_leaves_no_temporary_files(void **state)
 {
 	struct store *s = open_store();
-	char path[256];
-	DIR *d;
-	struct dirent *de;
-	int n = 0;
+	char cmd[256];
 
 	for (int i = 0; i < 20; i++) {
 		char key[64];
 
 		snprintf(key, sizeof(key), "indexes/%032x", i);
 		assert_int_equal(store_put_sync(s, key, key, strlen(key)), 0);
+		snprintf(key, sizeof(key), "chunks/%032x", i);
+		assert_int_equal(store_put_sync(s, key, key, strlen(key)), 0);
+		assert_int_equal(store_put_sync(s, key, key, strlen(key)), 0);  /* replaces */
+		assert_int_equal(store_put_sync(s, "tags/t:1", key, strlen(key)), 0);
 	}
-	snprintf(path, sizeof(path), "%s/tmp", root);
-	d = opendir(path);
-	assert_non_null(d);
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	assert_int_equal(n, 0);
+	/* only the objects themselves: no temporary file anywhere */
+	snprintf(cmd, sizeof(cmd), "test $(find '%s' -type f | wc -l) = 41", root);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -name '.*' -type f)\"", root);
+	assert_int_equal(system(cmd), 0);
 	store_free(s);
 }
 
@@ -100,6 +98,8 @@ static void test_store__list_is_sorted_and_filtered(void **state)
 	assert_string_equal(names[2], "tags/b:1");
 	assert_null(names[3]);
 	store_names_free(names);
+	assert_int_equal(store_put_sync(s, "chunks/0123456789abcdef0123456789abcdef", "x", 1), 0);
+	assert_int_equal(store_put_sync(s, "chunks/ff23456789abcdef0123456789abcdef", "x", 1), 0);
 	assert_int_equal(store_list_sync(s, "chunks/01", &names, &n), 0);
 	assert_int_equal(n, 1);
 	store_names_free(names);
@@ -196,16 +196,16 @@ static void test_store__unsupported_scheme(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_store__put_get_head_round_trip),
-		cmocka_unit_test(test_store__put_leaves_no_temporary_files),
-		cmocka_unit_test(test_store__list_is_sorted_and_filtered),
-		cmocka_unit_test(test_store__async_callbacks_run_from_run),
-		cmocka_unit_test(test_store__bad_keys_refused),
-		cmocka_unit_test(test_store__tag_keys),
-		cmocka_unit_test(test_store__resolve_tag_and_index_name),
-		cmocka_unit_test(test_store__index_verified_against_name),
-		cmocka_unit_test(test_store__unsupported_scheme),
+		cmocka_unit_test_setup_teardown(test_store__put_get_head_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__put_leaves_no_temporary_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__list_is_sorted_and_filtered, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__async_callbacks_run_from_run, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__bad_keys_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__tag_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__resolve_tag_and_index_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__index_verified_against_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__unsupported_scheme, setup, teardown),
 	};
 
-	return cmocka_run_group_tests_name("store", tests, setup, teardown);
+	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -61,7 +61,7 @@ struct build_params {
 #define BUILD_DEFAULT_MIN (64 * 1024)
 #define BUILD_DEFAULT_AVG (256 * 1024)
 #define BUILD_DEFAULT_MAX (1024 * 1024)
-#define BUILD_DEFAULT_LEVEL 3
+#define BUILD_DEFAULT_LEVEL 1
 
 void build_params_default(struct build_params *p);
 

@@ -50,6 +50,7 @@ static void fixture_open(struct fixture *f, unsigned threads)
 	assert_int_equal(store_open(url, &f->s), 0);
 	build_params_default(&f->p);
 	f->p.threads = threads;
+	f->p.level = 3;  /* pinned: the golden index records stored sizes */
 	assert_int_equal(build_new(&f->p, f->s, &f->b), 0);
 }
 

@@ -58,7 +58,7 @@ struct build_params {
 	bool progress;                          /* draw a progress bar on stderr */
 };
 
-#define BUILD_DEFAULT_MIN (64 * 1024)
+#define BUILD_DEFAULT_MIN (32 * 1024)
 #define BUILD_DEFAULT_AVG (256 * 1024)
 #define BUILD_DEFAULT_MAX (1024 * 1024)
 #define BUILD_DEFAULT_LEVEL 1

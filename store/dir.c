@@ -183,6 +183,9 @@ static int put_linked(int dfd, const char *base, const void *data, size_t len, b
 	r = write_full(fd, data, len);
 	if (r == 0 && durable && fsync(fd) < 0)
 		r = -errno;
+	/* start writeback now, so that the flush barrier finds little to do */
+	if (r == 0 && !durable)
+		sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	if (r < 0)
 		return r;
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);

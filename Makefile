@@ -93,7 +93,7 @@ fuzz:
 		$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang SAN=1 CFLAGS="-O1 -g -fsanitize=fuzzer-no-link" build-fuzz/liblazyroot.a || exit 1; \
 		clang -O1 -g -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -I. $$f build-fuzz/liblazyroot.a $(LIBS) -o build-fuzz/$$n || exit 1; \
 		mkdir -p build-fuzz/corpus-$$n; \
-		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
+		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -close_fd_mask=2 build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
 	done
 
 bench: $(BUILD)/lazyroot

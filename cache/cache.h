@@ -1,0 +1,132 @@
+/*
+ * cache.h — the node-local chunk cache: content-addressed by chunk name,
+ * shared by every image and every daemon on the node, holding chunks
+ * decompressed so that a hit is a plain read.
+ *
+ * Layout of a cache directory DIR:
+ *   DIR/chunks/ab/<32 hex>   one file per chunk, exactly its bytes
+ *   DIR/indexes/<32 hex>     image indexes, kept so that a remount needs no fetch
+ *   DIR/stats                shared counters (see struct cache_stats), mapped by
+ *                            every daemon and by `lazyroot cache stats`
+ *   DIR/lock                 daemons hold a shared flock on it while running
+ *
+ * Guarantees:
+ *  - a chunk file becomes visible (linked into chunks/) only once it is whole
+ *    and verified; a chunk is verified against its name before it is first
+ *    served, whether it came from the store or from disk (a file left by an
+ *    earlier daemon, or a crash); a mismatch is never served: the file is
+ *    dropped and counted, and the chunk is fetched again;
+ *  - single flight: many readers of a missing chunk cause one fetch;
+ *  - bounded: when the bytes held exceed the limit, the least recently used
+ *    chunks are deleted; a reader never sees ENOSPC: when the cache disk is
+ *    full, the chunk is served from memory and counted;
+ *  - asynchronous: disk reads and writes go through the loop (io_uring); a
+ *    read waiting for a fetch holds no thread.
+ *
+ * Thread-safety: a cache is used from its loop's thread only.
+ */
+#ifndef LAZYROOT_CACHE_H
+#define LAZYROOT_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct loop;
+struct store;
+struct cache;
+
+#define CACHE_DEFAULT_DIR "/var/lib/lazyroot/cache"
+#define CACHE_DEFAULT_LIMIT (10ULL << 30)
+
+/* What the cache needs to know of a chunk (as the index records it). */
+struct cache_chunk {
+	uint8_t name[16];        /* XXH3-128 of the uncompressed bytes */
+	uint32_t size;           /* uncompressed bytes */
+	uint32_t stored_size;    /* bytes in the store */
+	uint32_t flags;          /* CHUNK_ZSTD or 0 (lib.h) */
+};
+
+struct cache_params {
+	const char *dir;
+	uint64_t limit;          /* bytes of chunk files to keep at most */
+	uint64_t memory_limit;   /* bytes of chunks held in memory when the disk is full */
+	unsigned max_fetches;    /* store fetches in flight at once (0: a default) */
+};
+
+int cache_open(const struct cache_params *p, struct loop *loop, struct cache **ret);
+void cache_free(struct cache *c);
+
+/* res: bytes copied (== len), or -EIO when the chunk cannot be fetched or
+ * fails verification, or another -errno. */
+typedef void (*cache_cb)(void *ud, int res);
+
+/*
+ * Copy bytes [off, off+len) of chunk ch into dst, fetching the chunk from
+ * store s on a miss.  dst must stay valid until cb runs; cb runs exactly once,
+ * from the loop, never from inside this call.  image is the per-image counter
+ * slot (cache_image_register) to charge the read to, or -1.
+ */
+int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, uint32_t off,
+               uint32_t len, void *dst, int image, cache_cb cb, void *ud);
+
+/* Make sure ch is in the cache (a fetch when missing; no copy).  Used for
+ * read-ahead and `lazyroot cache prefetch`; cb gets 0 or -errno. */
+int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
+                   cache_cb cb, void *ud);
+
+/* Register a mounted image for per-image counters: its index name (hex), its
+ * size in chunk bytes and the mountpoint.  Returns a slot, or -ENOSPC when all
+ * slots are taken (the image is then not counted on its own). */
+int cache_image_register(struct cache *c, const char *index_hex, uint64_t image_bytes,
+                         const char *mountpoint);
+void cache_image_unregister(struct cache *c, int slot);
+
+/* ---- the shared counters ------------------------------------------------- */
+
+#define CACHE_STATS_MAGIC 0x4c5a5253544154ULL  /* "LZRSTAT" */
+#define CACHE_STATS_IMAGES 64
+#define CACHE_LATENCY_BUCKETS 24               /* bucket i: fetches under 2^i * 16 µs */
+
+struct cache_image_stats {
+	int32_t pid;             /* the daemon serving it; 0: free slot */
+	char index[33];
+	char mountpoint[219];
+	uint64_t image_bytes;    /* sum of the image's chunk sizes */
+	uint64_t bytes_read;     /* distinct chunk bytes this mount has read */
+	uint64_t chunks_read;    /* distinct chunks this mount has read */
+	uint64_t bytes_served;   /* bytes handed to readers */
+};
+
+/* Counters only grow (except the gauges), updated with atomic adds so that
+ * several daemons can share one file and readers need no lock. */
+struct cache_stats {
+	uint64_t magic;
+	uint64_t version;
+	uint64_t limit;                 /* gauge: the limit last set */
+	uint64_t used;                  /* gauge: bytes of chunk files held */
+	uint64_t inflight;              /* gauge: fetches in flight */
+	uint64_t hits, misses;
+	uint64_t fetched_bytes;         /* from stores, as stored (compressed) */
+	uint64_t fetched_raw_bytes;     /* the same chunks, uncompressed */
+	uint64_t served_bytes;
+	uint64_t verify_failures;       /* chunks whose bytes did not match their name */
+	uint64_t errors;                /* reads that failed (EIO and others) */
+	uint64_t evictions, evicted_bytes;
+	uint64_t memory_served;         /* chunks served from memory: cache disk full */
+	uint64_t fetch_latency[CACHE_LATENCY_BUCKETS];
+	uint64_t fetch_latency_sum_us;
+	struct cache_image_stats images[CACHE_STATS_IMAGES];
+};
+
+/* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */
+int cache_stats_map(const char *dir, const struct cache_stats **ret);
+void cache_stats_unmap(const struct cache_stats *st);
+
+/* ---- maintenance (no daemon needed; safe while daemons run) --------------- */
+
+/* Re-hash every chunk file; delete those that fail.  ret_* may be NULL. */
+int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped);
+/* Delete least recently used chunk files until at most bytes remain. */
+int cache_trim(const char *dir, uint64_t bytes, uint64_t *ret_freed);
+
+#endif

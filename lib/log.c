@@ -3,6 +3,7 @@
 
 int log_verbosity = LOG_WARN;
 
+__attribute__((format(printf, 1, 0)))
 static void vlog(const char *fmt, va_list ap, int err)
 {
 	char msg[1024];

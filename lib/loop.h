@@ -9,8 +9,10 @@
  * batched: queued operations reach the kernel at the next loop_run_once() (or
  * loop_submit()), so a burst of reads costs one system call.
  *
- * Thread-safety: a loop is used from one thread, except loop_post(), which any
- * thread may call to run a function on the loop's thread.
+ * Thread-safety: a loop is used from one thread, except loop_post() and
+ * loop_stop(), which any thread may call.
+ *
+ * Callbacks may be NULL (fire and forget, e.g. a close nobody waits for).
  */
 #ifndef LAZYROOT_LOOP_H
 #define LAZYROOT_LOOP_H
@@ -40,6 +42,8 @@ int loop_close(struct loop *l, int fd, loop_cb cb, void *ud);
 /* linkat(olddfd, oldpath, newdfd, newpath, flags). */
 int loop_linkat(struct loop *l, int olddfd, const char *oldpath, int newdfd, const char *newpath,
                 int flags, loop_cb cb, void *ud);
+/* unlinkat(dfd, path, flags). */
+int loop_unlinkat(struct loop *l, int dfd, const char *path, int flags, loop_cb cb, void *ud);
 /* One-shot readiness of fd for events (POLLIN, POLLOUT…); res = revents. */
 int loop_poll(struct loop *l, int fd, unsigned events, loop_cb cb, void *ud);
 /* A timer: cb(ud, 0) after ns nanoseconds.  Returns an id for loop_cancel_timer. */
@@ -49,6 +53,11 @@ int loop_cancel_timer(struct loop *l, int64_t id);
 
 /* Run fn(ud) on the loop's thread soon.  Safe from any thread. */
 int loop_post(struct loop *l, void (*fn)(void *ud), void *ud);
+
+/* Run fn(ud) from the next loop_run_once() on the loop's thread, without a
+ * system call: for completions that are known at once but must not run from
+ * inside the call that started them.  Loop thread only. */
+int loop_defer(struct loop *l, void (*fn)(void *ud), void *ud);
 
 /* Send queued operations to the kernel now. */
 int loop_submit(struct loop *l);

@@ -1,9 +1,10 @@
 /*
  * store-internal.h — what a backend implements.  Every operation is
  * asynchronous: a backend either completes it later from its run_once hook
- * (HTTP, S3) or does the work at once and queues the callback with
- * store_defer_*() so that it still runs from store_run_once(), never from
- * inside the call that started it.
+ * (HTTP, S3) or from a loop operation's callback (when a loop is set), or
+ * does the work at once and queues the callback with store_defer_*() so that
+ * it still runs from store_run_once() (or from the loop, when one is set),
+ * never from inside the call that started it.
  */
 #ifndef LAZYROOT_STORE_INTERNAL_H
 #define LAZYROOT_STORE_INTERNAL_H
@@ -29,12 +30,18 @@ struct store_ops {
 };
 
 struct deferred;
+struct loop;
+struct store_kick;
 
 struct store {
 	const struct store_ops *ops;
 	char *url;
 	void *backend;
 	struct deferred *def_head, *def_tail;  /* callbacks queued by store_defer_* */
+	struct loop *loop;                     /* borrowed; NULL: synchronous mode */
+	/* set while a loop_defer() that will run the deferred queue is pending;
+	 * owned by that deferral, which frees it (the store may be gone) */
+	struct store_kick *kick;
 };
 
 /* Queue a completion; takes data's contents (get) or names (list). */

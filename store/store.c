@@ -1,10 +1,16 @@
 /*
  * store.c — backend selection by URL, the deferred-completion queue that
  * synchronous backends use, the _sync wrappers, and tags.
+ *
+ * In loop mode the deferred queue is run by a loop_defer() callback, which is
+ * scheduled when the queue goes from idle to non-empty (one per turn, not one
+ * per operation).  The scheduled callback holds a small kick object rather
+ * than the store, so that a store freed before the loop turns is not touched.
  */
 #include <ctype.h>
 #include <limits.h>
 
+#include "lib/loop.h"
 #include "store/store-internal.h"
 
 enum deferred_kind { DEF_PLAIN, DEF_GET, DEF_LIST };
@@ -51,10 +57,61 @@ static void deferred_free(struct deferred *d)
 	free(d);
 }
 
+struct store_kick {
+	struct store *s;   /* NULL once the store is freed */
+};
+
+static int run_deferred(struct store *s);
+
+static void kick_run(void *ud)
+{
+	struct store_kick *k = ud;
+	struct store *s = k->s;
+
+	free(k);
+	if (!s)
+		return;
+	s->kick = NULL;
+	run_deferred(s);
+}
+
+/* Make sure the loop runs the deferred queue at its next turn. */
+static int kick_schedule(struct store *s)
+{
+	struct store_kick *k;
+	int r;
+
+	if (!s->loop || s->kick)
+		return 0;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->s = s;
+	r = loop_defer(s->loop, kick_run, k);
+	if (r < 0) {
+		free(k);
+		return r;
+	}
+	s->kick = k;
+	return 0;
+}
+
+static unsigned backend_pending(struct store *s);
+
+int store_set_loop(struct store *s, struct loop *l)
+{
+	if (s->def_head || backend_pending(s))
+		return -EBUSY;
+	s->loop = l;
+	return 0;
+}
+
 void store_free(struct store *s)
 {
 	if (!s)
 		return;
+	if (s->kick)
+		s->kick->s = NULL;
 	while (s->def_head) {
 		struct deferred *d = s->def_head;
 
@@ -81,6 +138,10 @@ static int defer_push(struct store *s, enum deferred_kind kind, void (*cb)(void)
 	d->cb = cb;
 	d->ud = ud;
 	d->res = res;
+	if (kick_schedule(s) < 0) {
+		free(d);
+		return -ENOMEM;
+	}
 	if (s->def_tail)
 		s->def_tail->next = d;
 	else
@@ -179,11 +240,11 @@ static unsigned backend_pending(struct store *s)
 	return s->ops->pending ? s->ops->pending(s) : 0;
 }
 
-int store_run_once(struct store *s)
+/* Run the deferred queue as it is now: callbacks may queue more. */
+static int run_deferred(struct store *s)
 {
 	int ran = 0;
 
-	/* Run only what is queued now: callbacks may queue more. */
 	struct deferred *d = s->def_head, *stop = s->def_tail;
 
 	s->def_head = s->def_tail = NULL;
@@ -206,6 +267,16 @@ int store_run_once(struct store *s)
 		ran++;
 		d = last ? NULL : next;
 	}
+	return ran;
+}
+
+int store_run_once(struct store *s)
+{
+	int ran;
+
+	if (s->loop)
+		return loop_run_once(s->loop, true);
+	ran = run_deferred(s);
 	if (s->ops->run_once && backend_pending(s)) {
 		int r = s->ops->run_once(s, ran == 0);
 

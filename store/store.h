@@ -14,6 +14,12 @@
  * store handle is used by one thread at a time.  Callbacks may start new
  * operations.  The _sync wrappers start one operation and drive the store
  * until it completes.
+ *
+ * Loop mode (store_set_loop): callbacks run from the loop (loop_run_once on
+ * the loop's thread) instead, so one io_uring loop drives the cache and the
+ * stores; the dir backend then reads objects through the ring.  store_run()
+ * and the _sync wrappers still work: they drive the loop (never call them
+ * from inside a loop callback).
  */
 #ifndef LAZYROOT_STORE_H
 #define LAZYROOT_STORE_H
@@ -28,7 +34,12 @@ struct store;
 #define STORE_DEFAULT_URL "dir:/var/lib/lazyroot/store"
 
 int store_open(const char *url, struct store **ret);
+/* Free a store with no operation pending (drive it with store_run() first). */
 void store_free(struct store *s);
+/* Deliver completions from loop l (borrowed; it must outlive the store) from
+ * now on.  Set it before starting operations; -EBUSY when some are pending. */
+struct loop;
+int store_set_loop(struct store *s, struct loop *l);
 /* The URL as given (borrowed). */
 const char *store_url(const struct store *s);
 

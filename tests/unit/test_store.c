@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "lib/lib.h"
+#include "lib/loop.h"
 #include "store/store.h"
 
 static char root[64];
@@ -186,6 +187,101 @@ static void test_store__index_verified_against_name(void **state)
 	store_free(s);
 }
 
+struct get_result {
+	int calls;
+	int64_t res;
+	struct buf data;
+};
+
+static void get_record_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct get_result *g = ud;
+
+	g->calls++;
+	g->res = res;
+	if (res >= 0) {
+		g->data = *data;
+		*data = (struct buf)BUF_INIT;
+	}
+}
+
+static void test_store__loop_mode_gets_through_ring(void **state)
+{
+	struct store *s = open_store();
+	struct loop *l;
+	struct get_result g[3] = { 0 };
+	int64_t head = 0;
+	const char *key = "chunks/0123456789abcdef0123456789abcdef";
+	static char big[300000];
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 131 + (i >> 9));
+	assert_int_equal(store_put_sync(s, key, big, sizeof(big)), 0);
+	assert_int_equal(loop_new(8, &l), 0);
+	assert_int_equal(store_set_loop(s, l), 0);
+	assert_int_equal(store_get(s, key, 0, 0, get_record_cb, &g[0]), 0);
+	assert_int_equal(store_get(s, key, 1000, 5000, get_record_cb, &g[1]), 0);
+	assert_int_equal(store_get(s, "chunks/ffffffffffffffffffffffffffffffff", 0, 0,
+	                           get_record_cb, &g[2]), 0);
+	assert_int_equal(store_head(s, key, record_cb, &head), 0);
+	assert_int_equal(g[0].calls + g[1].calls + g[2].calls, 0);
+	/* the loop alone delivers everything: store_run_once is not needed */
+	while (loop_pending(l))
+		assert_true(loop_run_once(l, true) >= 0);
+	assert_int_equal(g[0].calls, 1);
+	assert_int_equal(g[0].res, sizeof(big));
+	assert_memory_equal(g[0].data.data, big, sizeof(big));
+	assert_int_equal(g[1].res, 5000);
+	assert_memory_equal(g[1].data.data, big + 1000, 5000);
+	assert_int_equal(g[2].res, -ENOENT);
+	assert_int_equal(head, sizeof(big));
+	/* the _sync wrappers still work: they drive the loop */
+	assert_int_equal(store_get_sync(s, key, &g[2].data), 0);
+	assert_int_equal(g[2].data.len, sizeof(big));
+	assert_int_equal(store_put_sync(s, "tags/x:1", "abc", 3), 0);
+	for (int i = 0; i < 3; i++)
+		buf_free(&g[i].data);
+	store_free(s);
+	loop_free(l);
+}
+
+static void test_store__loop_mode_many_gets_and_free_before_turn(void **state)
+{
+	struct store *s = open_store();
+	struct loop *l;
+	static struct get_result g[200];
+	int64_t head = 7;
+	char key[64];
+
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "chunks/%032x", i);
+		assert_int_equal(store_put_sync(s, key, key, strlen(key)), 0);
+	}
+	assert_int_equal(loop_new(4, &l), 0);
+	assert_int_equal(store_set_loop(s, l), 0);
+	memset(g, 0, sizeof(g));
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof(key), "chunks/%032x", i % 20);
+		assert_int_equal(store_get(s, key, 0, 0, get_record_cb, &g[i]), 0);
+	}
+	assert_int_equal(store_run(s), 0);
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof(key), "chunks/%032x", i % 20);
+		assert_int_equal(g[i].calls, 1);
+		assert_int_equal(g[i].res, 39);
+		assert_memory_equal(g[i].data.data, key, 39);
+		buf_free(&g[i].data);
+	}
+	/* a store freed with a completion queued: the loop's turn skips it */
+	assert_int_equal(store_head(s, "chunks/00000000000000000000000000000000", record_cb, &head),
+	                 0);
+	store_free(s);
+	while (loop_pending(l))
+		assert_true(loop_run_once(l, true) >= 0);
+	assert_int_equal(head, 7);
+	loop_free(l);
+}
+
 static void test_store__unsupported_scheme(void **state)
 {
 	struct store *s = NULL;
@@ -204,6 +300,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__tag_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__resolve_tag_and_index_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__index_verified_against_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__loop_mode_gets_through_ring, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__loop_mode_many_gets_and_free_before_turn,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__unsupported_scheme, setup, teardown),
 	};
 

@@ -1,0 +1,57 @@
+/*
+ * cache-internal.h — what the cache's files share: the stats file, the walk
+ * over chunk files, and the shared-counter arithmetic.
+ *
+ * Shared counters are plain uint64_t fields of a MAP_SHARED file; every
+ * update is an atomic read-modify-write so that several daemons and the
+ * maintenance commands can update one file without a lock.
+ */
+#ifndef LAZYROOT_CACHE_INTERNAL_H
+#define LAZYROOT_CACHE_INTERNAL_H
+
+#include <sys/stat.h>
+
+#include "cache/cache.h"
+#include "lib/lib.h"
+
+#define CACHE_STATS_VERSION 1
+#define CACHE_CHUNK_NAME_LEN 32        /* hex digits */
+#define CACHE_REL_LEN 36               /* "ab/" + 32 hex + NUL */
+
+static inline void stat_add(uint64_t *field, uint64_t v)
+{
+	__atomic_add_fetch(field, v, __ATOMIC_RELAXED);
+}
+
+/* Subtract, stopping at zero: gauges are recomputed now and then, and a
+ * subtraction racing a recomputation must not wrap around. */
+static inline void stat_sub(uint64_t *field, uint64_t v)
+{
+	uint64_t old = __atomic_load_n(field, __ATOMIC_RELAXED), new;
+
+	do
+		new = old > v ? old - v : 0;
+	while (!__atomic_compare_exchange_n(field, &old, new, false, __ATOMIC_RELAXED,
+	                                    __ATOMIC_RELAXED));
+}
+
+/* Open (creating when missing) DIR/stats for writing and map it shared.
+ * reset: this process is alone on DIR (it holds the exclusive lock), so it
+ * may reinitialise a file of another version and clear the gauges. */
+int cache_stats_open_rw(int dir_fd, bool reset, struct cache_stats **ret);
+void cache_stats_unmap_rw(struct cache_stats *st);
+
+/* One chunk file found by cache_scan: rel is "ab/<hex>" relative to chunks/. */
+struct cache_file {
+	uint8_t name[HASH_SIZE];
+	char rel[CACHE_REL_LEN];
+	uint64_t size;
+	int64_t mtime;
+};
+
+/* Call fn for every chunk file under chunks_fd (names that are not 32 lowercase
+ * hex digits in the right fan-out directory are skipped).  Stops at the first
+ * negative return of fn and returns it. */
+int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud);
+
+#endif

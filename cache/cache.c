@@ -1,0 +1,1253 @@
+/*
+ * cache.c — the node-local chunk cache on an io_uring loop.
+ *
+ * State (all owned by the loop's thread; no locks):
+ *  - the entry table: every chunk file this daemon knows of (found by the scan
+ *    at open, or written or seen since), keyed by name, on a disk LRU list
+ *    (head = most recently used); plus chunks held in memory because the cache
+ *    disk was full, on a memory LRU bounded by memory_limit;
+ *  - the flight table: chunks being loaded (a file being verified, a fetch from
+ *    the store, a cache file being written), each with the readers waiting for
+ *    it, so that one load serves them all;
+ *  - a queue of fetches beyond max_fetches.
+ *
+ * Invariants:
+ *  - bytes reach a reader only from a file this daemon wrote or hashed
+ *    (entry->verified), or from a buffer that chunk_decode() verified;
+ *  - a name is in the flight table at most once; while it is, readers join it;
+ *  - an entry's fd is closed only when no read on it is in flight (readers);
+ *    an entry evicted meanwhile becomes a zombie, out of every table, freed
+ *    when its last read completes;
+ *  - the shared `used` gauge moves only by what this process's own link or
+ *    unlink changed (EEXIST on link / ENOENT on unlink: another daemon did it);
+ *  - every callback runs from the loop, never from inside cache_read().
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "cache/cache-internal.h"
+#include "lib/loop.h"
+#include "store/store.h"
+
+#define CACHE_MAX_FDS 256           /* open chunk-file descriptors kept */
+#define CACHE_BUMP_NS (60ULL * 1000000000ULL)  /* mtime refresh, per chunk */
+#define CACHE_DEFAULT_FETCHES 32
+#define CACHE_FLIGHT_BUCKETS 1024
+
+struct centry {
+	uint8_t name[HASH_SIZE];
+	uint32_t size;
+	bool on_disk;                    /* a file chunks/ab/<hex> (as far as we know) */
+	bool verified;                   /* written or hashed by this daemon */
+	bool zombie;                     /* evicted; freed when readers drops to 0 */
+	int fd;                          /* -1, or open for hit reads (fd LRU) */
+	unsigned readers;                /* hit reads in flight on fd */
+	uint64_t last_bump;              /* now_ns() of the last mtime refresh */
+	uint8_t *mem;                    /* held in memory (disk full), or NULL */
+	struct centry *hnext;
+	struct centry *lprev, *lnext;    /* disk LRU */
+	struct centry *mprev, *mnext;    /* memory LRU */
+	struct centry *fprev, *fnext;    /* fd LRU */
+};
+
+struct list {
+	struct centry *head, *tail;
+};
+
+struct waiter {
+	struct waiter *next;
+	void *dst;                       /* NULL: a prefetch */
+	uint32_t off, len;
+	int image;
+	cache_cb cb;
+	void *ud;
+};
+
+enum flight_kind { FLIGHT_VERIFY, FLIGHT_FETCH };
+
+struct flight {
+	struct cache *c;
+	struct flight *hnext, *qnext;
+	enum flight_kind kind;
+	struct cache_chunk ch;
+	struct store *store;             /* borrowed from the first reader */
+	struct waiter *w_head, *w_tail;
+	uint8_t *data;                   /* ch.size bytes; verified once `ready` */
+	bool ready;                      /* joiners are served from data at once */
+	bool fetched;                    /* the bytes came from the store: readers missed */
+	int fd;
+	size_t done;                     /* bytes read or written so far */
+	int fail;                        /* flight_fail_later(): the error */
+	uint64_t t0;
+	char hex[HASH_HEX_SIZE];
+	char rel[CACHE_REL_LEN];
+	char proc[64];                   /* /proc/PID/fd/N of the unnamed file */
+};
+
+/* Per-image distinct-chunk set: open addressing on the name's first 8 bytes. */
+struct image_seen {
+	uint8_t (*names)[HASH_SIZE];
+	size_t n, cap;
+};
+
+struct cache {
+	struct loop *loop;               /* borrowed */
+	int dir_fd, chunks_fd, lock_fd;
+	struct cache_stats *st;          /* DIR/stats, MAP_SHARED */
+	uint64_t limit, memory_limit;
+	unsigned max_fetches, fetching;
+	pid_t pid;
+	struct centry **buckets;
+	size_t nbuckets, nentries;
+	struct list lru, mlru, flru;
+	uint64_t mem_used;
+	unsigned fds_open;
+	struct flight *flights[CACHE_FLIGHT_BUCKETS];
+	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
+	ZSTD_DCtx *dctx;
+	struct image_seen *images[CACHE_STATS_IMAGES];  /* slots this daemon claimed */
+};
+
+/* ---- lists and tables ---------------------------------------------------- */
+
+#define LIST_UNLINK(l, e, prev, next) do {                                    \
+	if ((e)->prev) (e)->prev->next = (e)->next; else (l)->head = (e)->next; \
+	if ((e)->next) (e)->next->prev = (e)->prev; else (l)->tail = (e)->prev; \
+	(e)->prev = (e)->next = NULL;                                          \
+} while (0)
+#define LIST_PUSH_HEAD(l, e, prev, next) do {                                 \
+	(e)->prev = NULL; (e)->next = (l)->head;                               \
+	if ((l)->head) (l)->head->prev = (e); else (l)->tail = (e);            \
+	(l)->head = (e);                                                       \
+} while (0)
+#define LIST_PUSH_TAIL(l, e, prev, next) do {                                 \
+	(e)->next = NULL; (e)->prev = (l)->tail;                               \
+	if ((l)->tail) (l)->tail->next = (e); else (l)->head = (e);            \
+	(l)->tail = (e);                                                       \
+} while (0)
+
+static uint64_t name_key(const uint8_t name[HASH_SIZE])
+{
+	uint64_t k;
+
+	memcpy(&k, name, sizeof(k));
+	return k;
+}
+
+static struct centry *entry_find(struct cache *c, const uint8_t name[HASH_SIZE])
+{
+	struct centry *e = c->buckets[name_key(name) & (c->nbuckets - 1)];
+
+	while (e && memcmp(e->name, name, HASH_SIZE))
+		e = e->hnext;
+	return e;
+}
+
+/* Double the bucket array when entries outnumber buckets.  A failed grow
+ * only lengthens chains. */
+static void table_grow(struct cache *c)
+{
+	size_t n = c->nbuckets * 2;
+	struct centry **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry *e = c->buckets[i];
+
+		while (e) {
+			struct centry *next = e->hnext;
+			size_t h = name_key(e->name) & (n - 1);
+
+			e->hnext = b[h];
+			b[h] = e;
+			e = next;
+		}
+	}
+	free(c->buckets);
+	c->buckets = b;
+	c->nbuckets = n;
+}
+
+static struct centry *entry_add(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size)
+{
+	struct centry *e = calloc(1, sizeof(*e));
+	size_t h;
+
+	if (!e)
+		return NULL;
+	memcpy(e->name, name, HASH_SIZE);
+	e->size = size;
+	e->fd = -1;
+	if (c->nentries >= c->nbuckets)
+		table_grow(c);
+	h = name_key(name) & (c->nbuckets - 1);
+	e->hnext = c->buckets[h];
+	c->buckets[h] = e;
+	c->nentries++;
+	return e;
+}
+
+static void entry_close_fd(struct cache *c, struct centry *e)
+{
+	if (e->fd < 0)
+		return;
+	LIST_UNLINK(&c->flru, e, fprev, fnext);
+	close(e->fd);
+	e->fd = -1;
+	c->fds_open--;
+}
+
+static void entry_drop_mem(struct cache *c, struct centry *e)
+{
+	if (!e->mem)
+		return;
+	LIST_UNLINK(&c->mlru, e, mprev, mnext);
+	free(e->mem);
+	e->mem = NULL;
+	c->mem_used -= e->size;
+}
+
+/* Take e out of the table and lists; free it now unless reads are in flight
+ * on its fd (then the last of them frees it). */
+static void entry_remove(struct cache *c, struct centry *e)
+{
+	struct centry **pp = &c->buckets[name_key(e->name) & (c->nbuckets - 1)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	c->nentries--;
+	if (e->on_disk)
+		LIST_UNLINK(&c->lru, e, lprev, lnext);
+	entry_drop_mem(c, e);
+	if (e->readers) {
+		e->zombie = true;
+		return;
+	}
+	entry_close_fd(c, e);
+	free(e);
+}
+
+static void chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN])
+{
+	char hex[HASH_HEX_SIZE];
+
+	hex_encode(name, HASH_SIZE, hex);
+	snprintf(rel, CACHE_REL_LEN, "%.2s/%s", hex, hex);
+}
+
+/* Unlink e's file and forget it.  ENOENT: another daemon (or `cache trim`)
+ * already removed it and counted it. */
+static void entry_unlink(struct cache *c, struct centry *e, bool eviction)
+{
+	char rel[CACHE_REL_LEN];
+
+	chunk_rel(e->name, rel);
+	if (e->on_disk && unlinkat(c->chunks_fd, rel, 0) == 0) {
+		stat_sub(&c->st->used, e->size);
+		if (eviction) {
+			stat_add(&c->st->evictions, 1);
+			stat_add(&c->st->evicted_bytes, e->size);
+		}
+	}
+	if (e->mem) {
+		/* the bytes stay useful from memory */
+		if (e->on_disk)
+			LIST_UNLINK(&c->lru, e, lprev, lnext);
+		e->on_disk = false;
+		entry_close_fd(c, e);
+		return;
+	}
+	entry_remove(c, e);
+}
+
+/* Evict least recently used chunk files while the shared gauge is over the
+ * limit, and at least `need` bytes (room for a write that hit ENOSPC).  Only
+ * files this daemon knows can be evicted; other daemons evict theirs. */
+static void evict(struct cache *c, uint64_t need)
+{
+	uint64_t freed = 0;
+
+	while (c->lru.tail &&
+	       (__atomic_load_n(&c->st->used, __ATOMIC_RELAXED) > c->limit || freed < need)) {
+		struct centry *e = c->lru.tail;
+
+		freed += e->size;
+		entry_unlink(c, e, true);
+	}
+}
+
+static void mem_insert(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size,
+                       uint8_t **data)
+{
+	struct centry *e;
+
+	if (size > c->memory_limit)
+		return;
+	while (c->mem_used + size > c->memory_limit && c->mlru.tail) {
+		struct centry *old = c->mlru.tail;
+
+		entry_drop_mem(c, old);
+		if (!old->on_disk)
+			entry_remove(c, old);
+	}
+	e = entry_find(c, name);
+	if (!e)
+		e = entry_add(c, name, size);
+	if (!e || e->mem)
+		return;
+	e->mem = TAKE_PTR(*data);
+	c->mem_used += size;
+	LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
+}
+
+/* ---- counters ------------------------------------------------------------- */
+
+static bool seen_add(struct image_seen *s, const uint8_t name[HASH_SIZE])
+{
+	size_t i;
+
+	if (s->n * 2 >= s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		uint8_t(*v)[HASH_SIZE] = calloc(cap, HASH_SIZE);
+		static const uint8_t zero[HASH_SIZE];
+
+		if (!v)
+			return false;
+		for (size_t j = 0; j < s->cap; j++) {
+			if (!memcmp(s->names[j], zero, HASH_SIZE))
+				continue;
+			for (i = name_key(s->names[j]) & (cap - 1); memcmp(v[i], zero, HASH_SIZE);
+			     i = (i + 1) & (cap - 1))
+				;
+			memcpy(v[i], s->names[j], HASH_SIZE);
+		}
+		free(s->names);
+		s->names = v;
+		s->cap = cap;
+	}
+	/* an all-zero name stands for an empty slot: such a chunk is counted once
+	 * per lookup, which no real XXH3-128 name will ever cost */
+	for (i = name_key(name) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		static const uint8_t zero[HASH_SIZE];
+
+		if (!memcmp(s->names[i], name, HASH_SIZE))
+			return false;
+		if (!memcmp(s->names[i], zero, HASH_SIZE))
+			break;
+	}
+	memcpy(s->names[i], name, HASH_SIZE);
+	s->n++;
+	return true;
+}
+
+/* A read of len bytes of ch was served to a reader of image slot `image`. */
+static void count_served(struct cache *c, const struct cache_chunk *ch, uint32_t len, int image,
+                         bool hit)
+{
+	stat_add(hit ? &c->st->hits : &c->st->misses, 1);
+	stat_add(&c->st->served_bytes, len);
+	if (image < 0 || image >= CACHE_STATS_IMAGES || !c->images[image])
+		return;
+	stat_add(&c->st->images[image].bytes_served, len);
+	if (seen_add(c->images[image], ch->name)) {
+		stat_add(&c->st->images[image].chunks_read, 1);
+		stat_add(&c->st->images[image].bytes_read, ch->size);
+	}
+}
+
+static void count_latency(struct cache *c, uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned i = 0;
+
+	while (i < CACHE_LATENCY_BUCKETS - 1 && us >= (16ULL << i))
+		i++;
+	stat_add(&c->st->fetch_latency[i], 1);
+	stat_add(&c->st->fetch_latency_sum_us, us);
+}
+
+/* ---- completing readers ---------------------------------------------------- */
+
+struct later {
+	cache_cb cb;
+	void *ud;
+	int res;
+};
+
+static void later_run(void *ud)
+{
+	struct later *l = ud;
+
+	l->cb(l->ud, l->res);
+	free(l);
+}
+
+/* Run cb(ud, res) at the loop's next turn.  Fails only without memory. */
+static int complete_later(struct cache *c, cache_cb cb, void *ud, int res)
+{
+	struct later *l = malloc(sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	*l = (struct later){ cb, ud, res };
+	r = loop_defer(c->loop, later_run, l);
+	if (r < 0)
+		free(l);
+	return r;
+}
+
+/* Serve w from verified bytes (data = the whole chunk) and run its callback. */
+static void waiter_serve(struct cache *c, struct waiter *w, const struct cache_chunk *ch,
+                         const uint8_t *data, bool hit)
+{
+	if (!w->dst) {
+		w->cb(w->ud, 0);
+		return;
+	}
+	memcpy(w->dst, data + w->off, w->len);
+	count_served(c, ch, w->len, w->image, hit);
+	w->cb(w->ud, (int)w->len);
+}
+
+static void waiter_fail(struct cache *c, struct waiter *w, int res)
+{
+	stat_add(&c->st->errors, 1);
+	w->cb(w->ud, res);
+}
+
+/* ---- flights --------------------------------------------------------------- */
+
+static struct flight **flight_slot(struct cache *c, const uint8_t name[HASH_SIZE])
+{
+	struct flight **pp = &c->flights[name_key(name) % CACHE_FLIGHT_BUCKETS];
+
+	while (*pp && memcmp((*pp)->ch.name, name, HASH_SIZE))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static void flight_free(struct flight *f)
+{
+	struct cache *c = f->c;
+	struct flight **pp = flight_slot(c, f->ch.name);
+
+	if (*pp == f)
+		*pp = f->hnext;
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->data);
+	free(f);
+}
+
+/* Fail every waiter with res and end the flight. */
+static void flight_fail(struct flight *f, int res)
+{
+	struct waiter *w = f->w_head;
+
+	f->w_head = f->w_tail = NULL;
+	while (w) {
+		struct waiter *next = w->next;
+
+		waiter_fail(f->c, w, res);
+		free(w);
+		w = next;
+	}
+	flight_free(f);
+}
+
+/* The bytes are verified: serve every waiter; later joiners are served at
+ * once from data until the flight ends. */
+static void flight_serve(struct flight *f)
+{
+	struct waiter *w = f->w_head;
+
+	f->ready = true;
+	f->w_head = f->w_tail = NULL;
+	while (w) {
+		struct waiter *next = w->next;
+
+		waiter_serve(f->c, w, &f->ch, f->data, !f->fetched);
+		free(w);
+		w = next;
+	}
+}
+
+static void flight_fail_later_run(void *ud)
+{
+	struct flight *f = ud;
+
+	flight_fail(f, f->fail);
+}
+
+/* Fail the flight at the loop's next turn: the failure may be found inside
+ * cache_read(), whose callbacks must not run from inside it.  Without memory
+ * even for that, fail now. */
+static void flight_fail_later(struct flight *f, int res)
+{
+	f->fail = res;
+	if (loop_defer(f->c->loop, flight_fail_later_run, f) < 0)
+		flight_fail(f, res);
+}
+
+static void fetch_start(struct flight *f);
+static void fetch_next(struct cache *c);
+
+static void flight_to_fetch(struct flight *f)
+{
+	struct cache *c = f->c;
+
+	f->kind = FLIGHT_FETCH;
+	f->done = 0;
+	if (c->fetching < c->max_fetches) {
+		fetch_start(f);
+		return;
+	}
+	f->qnext = NULL;
+	if (c->fq_tail)
+		c->fq_tail->qnext = f;
+	else
+		c->fq_head = f;
+	c->fq_tail = f;
+}
+
+/* -- verifying a file found on disk -- */
+
+static void verify_failed(struct flight *f)
+{
+	struct cache *c = f->c;
+	struct centry *e = entry_find(c, f->ch.name);
+
+	stat_add(&c->st->verify_failures, 1);
+	log_msg(LOG_WARN, "cache: chunk file %s is corrupt; fetching it again", f->rel);
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	if (e)
+		entry_unlink(c, e, false);
+	flight_to_fetch(f);
+}
+
+static void verify_read_cb(void *ud, int res)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+	uint8_t got[HASH_SIZE];
+	struct centry *e;
+	int r;
+
+	if (res < 0) {
+		verify_failed(f);
+		return;
+	}
+	f->done += (size_t)res;
+	if (res > 0 && f->done < f->ch.size) {
+		r = loop_read(c->loop, f->fd, f->data + f->done, f->ch.size - f->done, f->done,
+		              verify_read_cb, f);
+		if (r < 0)
+			flight_fail(f, r);
+		return;
+	}
+	hash128(f->data, f->done, got);
+	if (f->done != f->ch.size || memcmp(got, f->ch.name, HASH_SIZE)) {
+		verify_failed(f);
+		return;
+	}
+	e = entry_find(c, f->ch.name);
+	if (e)
+		e->verified = true;
+	flight_serve(f);
+	flight_free(f);
+}
+
+static void verify_start(struct flight *f)
+{
+	struct cache *c = f->c;
+	struct stat st;
+	int r;
+
+	f->fd = openat(c->chunks_fd, f->rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (f->fd < 0) {
+		/* evicted by another daemon since the scan: fetch it */
+		struct centry *e = entry_find(c, f->ch.name);
+
+		if (e)
+			entry_remove(c, e);
+		flight_to_fetch(f);
+		return;
+	}
+	if (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size != f->ch.size) {
+		verify_failed(f);
+		return;
+	}
+	r = loop_read(c->loop, f->fd, f->data, f->ch.size, 0, verify_read_cb, f);
+	if (r < 0)
+		flight_fail_later(f, r);
+}
+
+/* -- writing a fetched chunk to its file -- */
+
+static void write_end(struct flight *f)
+{
+	struct cache *c = f->c;
+
+	flight_free(f);
+	evict(c, 0);
+}
+
+/* The disk is full (or failing): keep the chunk in memory instead. */
+static void write_failed(struct flight *f, int err)
+{
+	struct cache *c = f->c;
+
+	if (err != -ENOSPC && err != -EDQUOT)
+		log_errno(err, "cache: writing chunk file %s", f->rel);
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	mem_insert(c, f->ch.name, f->ch.size, &f->data);
+	/* make room so that the next write has a chance */
+	evict(c, f->ch.size);
+	write_end(f);
+}
+
+static void link_cb(void *ud, int res)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+	struct centry *e;
+
+	if (res < 0 && res != -EEXIST) {
+		write_failed(f, res);
+		return;
+	}
+	e = entry_find(c, f->ch.name);
+	if (e && e->on_disk) {
+		/* known already (another daemon's file, seen meanwhile) */
+	} else {
+		if (!e)
+			e = entry_add(c, f->ch.name, f->ch.size);
+		if (e) {
+			e->on_disk = true;
+			/* another daemon's file (EEXIST) is hashed at first use */
+			e->verified = res == 0;
+			e->last_bump = now_ns();
+			LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
+			entry_drop_mem(c, e);
+		}
+	}
+	if (res == 0)
+		stat_add(&c->st->used, f->ch.size);
+	write_end(f);
+}
+
+static void write_cb(void *ud, int res);
+
+/* Write what is left, then link the whole file under its name. */
+static void write_more(struct flight *f)
+{
+	struct cache *c = f->c;
+	int r;
+
+	if (f->done < f->ch.size) {
+		r = loop_write(c->loop, f->fd, f->data + f->done, f->ch.size - f->done, f->done,
+		               write_cb, f);
+		if (r < 0)
+			write_failed(f, r);
+		return;
+	}
+	/* whole: give it its name (the fd stays open until then: linking an
+	 * unnamed file goes through its /proc link) */
+	snprintf(f->proc, sizeof(f->proc), "/proc/%d/fd/%d", (int)c->pid, f->fd);
+	r = loop_linkat(c->loop, AT_FDCWD, f->proc, c->chunks_fd, f->rel, AT_SYMLINK_FOLLOW,
+	                link_cb, f);
+	if (r < 0)
+		write_failed(f, r);
+}
+
+static void write_cb(void *ud, int res)
+{
+	struct flight *f = ud;
+
+	if (res <= 0) {
+		write_failed(f, res < 0 ? res : -EIO);
+		return;
+	}
+	f->done += (size_t)res;
+	write_more(f);
+}
+
+static void tmpfile_cb(void *ud, int res)
+{
+	struct flight *f = ud;
+
+	if (res < 0) {
+		write_failed(f, res);
+		return;
+	}
+	f->fd = res;
+	f->done = 0;
+	write_more(f);
+}
+
+static void write_start(struct flight *f)
+{
+	char dir[3];
+	int r;
+
+	memcpy(dir, f->rel, 2);
+	dir[2] = 0;
+	memcpy(f->proc, dir, 3);  /* the openat path must outlive the call */
+	r = loop_openat(f->c->loop, f->c->chunks_fd, f->proc, O_WRONLY | O_TMPFILE | O_CLOEXEC,
+	                0644, tmpfile_cb, f);
+	if (r < 0)
+		write_failed(f, r);
+}
+
+/* -- fetching from the store -- */
+
+static void fetch_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+	int r;
+
+	c->fetching--;
+	stat_sub(&c->st->inflight, 1);
+	count_latency(c, now_ns() - f->t0);
+	fetch_next(c);
+	if (res < 0) {
+		log_errno((int)res, "cache: fetching chunk %s from %s", f->hex, store_url(f->store));
+		flight_fail(f, -EIO);
+		return;
+	}
+	stat_add(&c->st->fetched_bytes, data->len);
+	/* a failed verification leaves its buffer: same size, reuse it */
+	if (!f->data)
+		f->data = malloc(f->ch.size ? f->ch.size : 1);
+	if (!f->data) {
+		flight_fail(f, -ENOMEM);
+		return;
+	}
+	r = chunk_decode(c->dctx, f->ch.name, f->ch.flags, f->ch.size, data->data, data->len,
+	                 f->data);
+	if (r < 0) {
+		stat_add(&c->st->verify_failures, 1);
+		log_msg(LOG_ERR, "cache: chunk %s from %s fails verification", f->hex,
+		        store_url(f->store));
+		flight_fail(f, -EIO);
+		return;
+	}
+	stat_add(&c->st->fetched_raw_bytes, f->ch.size);
+	f->fetched = true;
+	flight_serve(f);
+	write_start(f);
+}
+
+static void fetch_start(struct flight *f)
+{
+	struct cache *c = f->c;
+	char key[64];
+	int r;
+
+	snprintf(key, sizeof(key), "chunks/%s", f->hex);
+	c->fetching++;
+	stat_add(&c->st->inflight, 1);
+	f->t0 = now_ns();
+	r = store_get(f->store, key, 0, 0, fetch_cb, f);
+	if (r < 0) {
+		c->fetching--;
+		stat_sub(&c->st->inflight, 1);
+		log_errno(r, "cache: starting fetch of chunk %s", f->hex);
+		flight_fail_later(f, -EIO);
+	}
+}
+
+static void fetch_next(struct cache *c)
+{
+	while (c->fq_head && c->fetching < c->max_fetches) {
+		struct flight *f = c->fq_head;
+
+		c->fq_head = f->qnext;
+		if (!c->fq_head)
+			c->fq_tail = NULL;
+		fetch_start(f);
+	}
+}
+
+/* ---- the read path ------------------------------------------------------- */
+
+struct hit {
+	struct cache *c;
+	struct centry *e;
+	struct store *s;
+	struct cache_chunk ch;
+	struct waiter w;
+};
+
+static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                      struct waiter *w, bool on_disk);
+
+static void hit_read_cb(void *ud, int res)
+{
+	struct hit *h = ud;
+	struct cache *c = h->c;
+	struct centry *e = h->e;
+	bool zombie;
+
+	e->readers--;
+	zombie = e->zombie;
+	if (zombie && !e->readers) {
+		entry_close_fd(c, e);
+		free(e);
+	}
+	if (res == (int)h->w.len) {
+		count_served(c, &h->ch, h->w.len, h->w.image, true);
+		h->w.cb(h->w.ud, res);
+		free(h);
+		return;
+	}
+	/* the file changed under a verified entry (truncated, unreadable):
+	 * drop it and load the chunk again */
+	if (!zombie) {
+		stat_add(&c->st->verify_failures, 1);
+		entry_unlink(c, e, false);
+	}
+	{
+		struct waiter *w = malloc(sizeof(*w));
+		int r = w ? 0 : -ENOMEM;
+
+		if (w) {
+			*w = h->w;
+			w->next = NULL;
+			r = start_load(c, h->s, &h->ch, w, false);
+			if (r < 0)
+				free(w);
+		}
+		if (r < 0)
+			waiter_fail(c, &h->w, r);
+	}
+	free(h);
+}
+
+/* Open e's file for hit reads, keeping at most CACHE_MAX_FDS open. */
+static int entry_open_fd(struct cache *c, struct centry *e)
+{
+	char rel[CACHE_REL_LEN];
+
+	if (e->fd >= 0) {
+		LIST_UNLINK(&c->flru, e, fprev, fnext);
+		LIST_PUSH_HEAD(&c->flru, e, fprev, fnext);
+		return 0;
+	}
+	chunk_rel(e->name, rel);
+	e->fd = openat(c->chunks_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (e->fd < 0)
+		return -errno;
+	LIST_PUSH_HEAD(&c->flru, e, fprev, fnext);
+	c->fds_open++;
+	for (struct centry *old = c->flru.tail; old && c->fds_open > CACHE_MAX_FDS;) {
+		struct centry *prev = old->fprev;
+
+		if (!old->readers)
+			entry_close_fd(c, old);
+		old = prev;
+	}
+	return 0;
+}
+
+/* Keep recency visible to other processes: refresh the file's mtime at most
+ * once a minute per chunk (a metadata write; cheap, but not per read). */
+static void entry_touch(struct cache *c, struct centry *e)
+{
+	uint64_t now = now_ns();
+
+	LIST_UNLINK(&c->lru, e, lprev, lnext);
+	LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
+	if (now - e->last_bump >= CACHE_BUMP_NS) {
+		char rel[CACHE_REL_LEN];
+
+		chunk_rel(e->name, rel);
+		e->last_bump = now;
+		utimensat(c->chunks_fd, rel, NULL, 0);
+	}
+}
+
+static int hit_start(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                     struct centry *e, const struct waiter *w)
+{
+	struct hit *h;
+	int r;
+
+	r = entry_open_fd(c, e);
+	if (r < 0)
+		return r;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	*h = (struct hit){ c, e, s, *ch, *w };
+	r = loop_read(c->loop, e->fd, w->dst, w->len, w->off, hit_read_cb, h);
+	if (r < 0) {
+		free(h);
+		return r;
+	}
+	e->readers++;
+	entry_touch(c, e);
+	return 0;
+}
+
+/* Start loading ch for w (ownership of w passes on success): verify the file
+ * when on_disk, else fetch; join the flight when one exists. */
+static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                      struct waiter *w, bool on_disk)
+{
+	struct flight **pp = flight_slot(c, ch->name), *f = *pp;
+
+	if (f) {
+		if (f->ready) {
+			/* bytes in hand while the file is written: serve now,
+			 * answer at the next turn */
+			int r;
+
+			if (w->dst) {
+				memcpy(w->dst, f->data + w->off, w->len);
+				count_served(c, ch, w->len, w->image, false);
+			}
+			r = complete_later(c, w->cb, w->ud, w->dst ? (int)w->len : 0);
+			if (r == 0)
+				free(w);
+			return r;
+		}
+		w->next = NULL;
+		f->w_tail->next = w;
+		f->w_tail = w;
+		return 0;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->c = c;
+	f->ch = *ch;
+	f->store = s;
+	f->fd = -1;
+	f->w_head = f->w_tail = w;
+	w->next = NULL;
+	hex_encode(ch->name, HASH_SIZE, f->hex);
+	chunk_rel(ch->name, f->rel);
+	*pp = f;
+	if (on_disk) {
+		f->kind = FLIGHT_VERIFY;
+		f->data = malloc(ch->size ? ch->size : 1);
+		if (!f->data) {
+			*pp = NULL;
+			free(f);
+			return -ENOMEM;
+		}
+		verify_start(f);
+	} else {
+		flight_to_fetch(f);
+	}
+	return 0;
+}
+
+static int cache_request(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                         uint32_t off, uint32_t len, void *dst, int image, cache_cb cb, void *ud)
+{
+	struct waiter tmp = { NULL, dst, off, len, image, cb, ud }, *w;
+	struct centry *e;
+	int r;
+
+	if (!cb || (dst && ((uint64_t)off + len > ch->size)))
+		return -EINVAL;
+	e = entry_find(c, ch->name);
+	if (e && e->size != ch->size) {
+		/* a file of the wrong size can hold no good bytes */
+		stat_add(&c->st->verify_failures, 1);
+		entry_unlink(c, e, false);
+		e = NULL;
+	}
+	if (e && e->mem) {
+		if (dst) {
+			memcpy(dst, e->mem + off, len);
+			count_served(c, ch, len, image, true);
+			stat_add(&c->st->memory_served, 1);
+		}
+		LIST_UNLINK(&c->mlru, e, mprev, mnext);
+		LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
+		return complete_later(c, cb, ud, dst ? (int)len : 0);
+	}
+	if (e && e->on_disk && (e->verified || !dst)) {
+		if (!dst) {
+			/* a prefetch of a chunk on disk: nothing to do */
+			entry_touch(c, e);
+			return complete_later(c, cb, ud, 0);
+		}
+		if (!*flight_slot(c, ch->name)) {
+			r = hit_start(c, s, ch, e, &tmp);
+			if (r == 0)
+				return 0;
+			/* gone (another daemon evicted it): load it again */
+			entry_remove(c, e);
+			e = NULL;
+		}
+	}
+	w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = tmp;
+	r = start_load(c, s, ch, w, e && e->on_disk);
+	if (r < 0)
+		free(w);
+	return r;
+}
+
+int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, uint32_t off,
+               uint32_t len, void *dst, int image, cache_cb cb, void *ud)
+{
+	if (!dst)
+		return -EINVAL;
+	return cache_request(c, s, ch, off, len, dst, image, cb, ud);
+}
+
+int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
+                   cache_cb cb, void *ud)
+{
+	return cache_request(c, s, ch, 0, 0, NULL, image, cb, ud);
+}
+
+/* ---- images ---------------------------------------------------------------- */
+
+int cache_image_register(struct cache *c, const char *index_hex, uint64_t image_bytes,
+                         const char *mountpoint)
+{
+	for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
+		struct cache_image_stats *im = &c->st->images[i];
+		int32_t pid = __atomic_load_n(&im->pid, __ATOMIC_ACQUIRE);
+
+		if (pid && (kill(pid, 0) == 0 || errno != ESRCH))
+			continue;
+		if (!__atomic_compare_exchange_n(&im->pid, &pid, (int32_t)c->pid, false,
+		                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		c->images[i] = calloc(1, sizeof(*c->images[i]));
+		if (!c->images[i]) {
+			__atomic_store_n(&im->pid, 0, __ATOMIC_RELEASE);
+			return -ENOMEM;
+		}
+		snprintf(im->index, sizeof(im->index), "%s", index_hex ? index_hex : "");
+		snprintf(im->mountpoint, sizeof(im->mountpoint), "%s", mountpoint ? mountpoint : "");
+		__atomic_store_n(&im->image_bytes, image_bytes, __ATOMIC_RELAXED);
+		__atomic_store_n(&im->bytes_read, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&im->chunks_read, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&im->bytes_served, 0, __ATOMIC_RELAXED);
+		return i;
+	}
+	return -ENOSPC;
+}
+
+void cache_image_unregister(struct cache *c, int slot)
+{
+	if (slot < 0 || slot >= CACHE_STATS_IMAGES || !c->images[slot])
+		return;
+	free(c->images[slot]->names);
+	free(c->images[slot]);
+	c->images[slot] = NULL;
+	__atomic_store_n(&c->st->images[slot].pid, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- open and free ---------------------------------------------------------- */
+
+struct scan_state {
+	struct cache *c;
+	struct cache_file *files;
+	size_t n, cap;
+	uint64_t total;
+};
+
+static int scan_collect(void *ud, const struct cache_file *f)
+{
+	struct scan_state *s = ud;
+
+	if (f->size > UINT32_MAX)
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		struct cache_file *v = realloc(s->files, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->files = v;
+		s->cap = cap;
+	}
+	s->files[s->n++] = *f;
+	s->total += f->size;
+	return 0;
+}
+
+static int cmp_file_mtime(const void *a, const void *b)
+{
+	const struct cache_file *x = a, *y = b;
+
+	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Fill the entry table from the files on disk, oldest at the LRU tail.
+ * Cost: a walk of DIR/chunks and a sort, once per daemon. */
+static int cache_load(struct cache *c, bool alone)
+{
+	struct scan_state s = { .c = c };
+	int r = cache_scan(c->chunks_fd, scan_collect, &s);
+
+	if (r < 0) {
+		free(s.files);
+		return r;
+	}
+	if (s.n)
+		qsort(s.files, s.n, sizeof(*s.files), cmp_file_mtime);
+	for (size_t i = 0; i < s.n; i++) {
+		struct centry *e = entry_add(c, s.files[i].name, (uint32_t)s.files[i].size);
+
+		if (!e) {
+			free(s.files);
+			return -ENOMEM;
+		}
+		e->on_disk = true;
+		LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
+	}
+	free(s.files);
+	/* alone on DIR: the gauge may have drifted (a daemon killed between
+	 * link and add); the scan is the truth */
+	if (alone)
+		__atomic_store_n(&c->st->used, s.total, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int open_dirs(struct cache *c, const char *dir)
+{
+	int r = mkdir_p(dir, 0755);
+
+	if (r < 0)
+		return log_errno(r, "cache '%s': cannot create directory", dir);
+	c->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->dir_fd < 0)
+		return log_errno(-errno, "cache '%s': cannot open directory", dir);
+	if ((mkdirat(c->dir_fd, "chunks", 0755) < 0 && errno != EEXIST) ||
+	    (mkdirat(c->dir_fd, "indexes", 0755) < 0 && errno != EEXIST))
+		return log_errno(-errno, "cache '%s': cannot create its directories", dir);
+	c->chunks_fd = openat(c->dir_fd, "chunks", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->chunks_fd < 0)
+		return log_errno(-errno, "cache '%s': cannot open chunks/", dir);
+	for (unsigned i = 0; i < 256; i++) {
+		char sub[3];
+
+		snprintf(sub, sizeof(sub), "%02x", i);
+		if (mkdirat(c->chunks_fd, sub, 0755) < 0 && errno != EEXIST)
+			return log_errno(-errno, "cache '%s': cannot create chunks/%s", dir, sub);
+	}
+	return 0;
+}
+
+int cache_open(const struct cache_params *p, struct loop *loop, struct cache **ret)
+{
+	struct cache *c;
+	bool alone;
+	int r;
+
+	if (!p || !p->dir || !*p->dir || !loop)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->dir_fd = c->chunks_fd = c->lock_fd = -1;
+	c->loop = loop;
+	c->limit = p->limit ? p->limit : CACHE_DEFAULT_LIMIT;
+	c->memory_limit = p->memory_limit;
+	c->max_fetches = p->max_fetches ? p->max_fetches : CACHE_DEFAULT_FETCHES;
+	c->pid = getpid();
+	c->nbuckets = 1024;
+	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+	c->dctx = ZSTD_createDCtx();
+	if (!c->buckets || !c->dctx) {
+		cache_free(c);
+		return -ENOMEM;
+	}
+	r = open_dirs(c, p->dir);
+	if (r < 0) {
+		cache_free(c);
+		return r;
+	}
+	/* An exclusive lock means no other daemon runs on DIR: then the gauges
+	 * may be rebuilt.  Daemons keep a shared lock for their lifetime. */
+	c->lock_fd = openat(c->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (c->lock_fd < 0) {
+		r = log_errno(-errno, "cache '%s': cannot open its lock file", p->dir);
+		cache_free(c);
+		return r;
+	}
+	alone = flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0;
+	if (!alone && flock(c->lock_fd, LOCK_SH) < 0) {
+		r = log_errno(-errno, "cache '%s': cannot lock", p->dir);
+		cache_free(c);
+		return r;
+	}
+	r = cache_stats_open_rw(c->dir_fd, alone, &c->st);
+	if (r < 0) {
+		log_errno(r, "cache '%s': cannot map its stats file", p->dir);
+		cache_free(c);
+		return r;
+	}
+	r = cache_load(c, alone);
+	if (alone)
+		flock(c->lock_fd, LOCK_SH);
+	if (r < 0) {
+		log_errno(r, "cache '%s': cannot scan its chunks", p->dir);
+		cache_free(c);
+		return r;
+	}
+	__atomic_store_n(&c->st->limit, c->limit, __ATOMIC_RELAXED);
+	evict(c, 0);
+	*ret = c;
+	return 0;
+}
+
+/* Free a cache with no read in flight (drive the loop until they end). */
+void cache_free(struct cache *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < CACHE_STATS_IMAGES; i++)
+		if (c->st)
+			cache_image_unregister(c, i);
+	if (c->buckets) {
+		for (size_t i = 0; i < c->nbuckets; i++) {
+			struct centry *e = c->buckets[i];
+
+			while (e) {
+				struct centry *next = e->hnext;
+
+				if (e->fd >= 0)
+					close(e->fd);
+				free(e->mem);
+				free(e);
+				e = next;
+			}
+		}
+		free(c->buckets);
+	}
+	ZSTD_freeDCtx(c->dctx);
+	cache_stats_unmap_rw(c->st);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
+	if (c->chunks_fd >= 0)
+		close(c->chunks_fd);
+	if (c->dir_fd >= 0)
+		close(c->dir_fd);
+	free(c);
+}

@@ -1,0 +1,293 @@
+/*
+ * maint.c — the parts of the cache that need no daemon: the stats file,
+ * the walk over chunk files, `cache verify` and `cache trim`.
+ *
+ * Both maintenance commands are safe while daemons run: they only unlink
+ * files (a daemon reading one through an open descriptor keeps its bytes; a
+ * daemon that opens it later finds it gone and fetches again), and they keep
+ * the shared `used` gauge right by subtracting only what their own unlink
+ * removed (an unlink that returns ENOENT was someone else's eviction).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "cache/cache-internal.h"
+
+/* The file is at least a page so that later versions may grow the struct. */
+static size_t stats_file_size(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (sizeof(struct cache_stats) + page - 1) / page * page;
+}
+
+int cache_stats_open_rw(int dir_fd, bool reset, struct cache_stats **ret)
+{
+	_cleanup_close_ int fd = openat(dir_fd, "stats", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	size_t size = stats_file_size();
+	struct cache_stats *st;
+	struct stat sb;
+	uint64_t zero = 0;
+
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		return -errno;
+	/* growing is idempotent: racing daemons both ask for the same size */
+	if ((size_t)sb.st_size < size && ftruncate(fd, (off_t)size) < 0)
+		return -errno;
+	st = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (st == MAP_FAILED)
+		return -errno;
+	if (reset && (st->magic != CACHE_STATS_MAGIC || st->version != CACHE_STATS_VERSION)) {
+		memset(st, 0, sizeof(*st));
+		st->version = CACHE_STATS_VERSION;
+		__atomic_store_n(&st->magic, CACHE_STATS_MAGIC, __ATOMIC_RELEASE);
+	} else if (__atomic_compare_exchange_n(&st->magic, &zero, CACHE_STATS_MAGIC, false,
+	                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		/* a fresh file: the first to arrive stamps it */
+		st->version = CACHE_STATS_VERSION;
+	}
+	if (st->magic != CACHE_STATS_MAGIC || st->version != CACHE_STATS_VERSION) {
+		munmap(st, size);
+		return -EPROTO;
+	}
+	if (reset)
+		__atomic_store_n(&st->inflight, 0, __ATOMIC_RELAXED);
+	*ret = st;
+	return 0;
+}
+
+void cache_stats_unmap_rw(struct cache_stats *st)
+{
+	if (st)
+		munmap(st, stats_file_size());
+}
+
+int cache_stats_map(const char *dir, const struct cache_stats **ret)
+{
+	char path[4096];
+	_cleanup_close_ int fd = -1;
+	struct cache_stats *st;
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/stats", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		return -errno;
+	if ((size_t)sb.st_size < sizeof(*st))
+		return -EBADMSG;
+	st = mmap(NULL, stats_file_size(), PROT_READ, MAP_SHARED, fd, 0);
+	if (st == MAP_FAILED)
+		return -errno;
+	if (st->magic != CACHE_STATS_MAGIC || st->version != CACHE_STATS_VERSION) {
+		munmap(st, stats_file_size());
+		return -EPROTO;
+	}
+	*ret = st;
+	return 0;
+}
+
+void cache_stats_unmap(const struct cache_stats *st)
+{
+	if (st)
+		munmap((void *)st, stats_file_size());
+}
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[n] == 0;
+}
+
+int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud)
+{
+	for (unsigned i = 0; i < 256; i++) {
+		char sub[3];
+		_cleanup_close_ int fd = -1;
+		DIR *dp;
+		struct dirent *de;
+		int r = 0;
+
+		snprintf(sub, sizeof(sub), "%02x", i);
+		fd = openat(chunks_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			return -errno;
+		}
+		dp = fdopendir(fd);
+		if (!dp)
+			return -errno;
+		fd = -1;
+		while (r >= 0 && (de = readdir(dp))) {
+			struct cache_file f;
+			struct stat st;
+
+			if (!is_lower_hex(de->d_name, CACHE_CHUNK_NAME_LEN) ||
+			    memcmp(de->d_name, sub, 2))
+				continue;
+			if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    !S_ISREG(st.st_mode))
+				continue;  /* gone meanwhile (evicted), or not ours */
+			hex_decode(de->d_name, f.name, HASH_SIZE);
+			snprintf(f.rel, sizeof(f.rel), "%s/%.32s", sub, de->d_name);
+			f.size = (uint64_t)st.st_size;
+			f.mtime = st.st_mtim.tv_sec;
+			r = fn(ud, &f);
+		}
+		closedir(dp);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Both commands work on DIR: its chunk directory, and its stats when any
+ * daemon ever created them (without, there are no gauges to keep). */
+struct maint {
+	int dir_fd, chunks_fd;
+	struct cache_stats *st;
+	uint64_t checked, dropped, freed;
+	struct cache_file *files;
+	size_t n, cap;
+	uint64_t total;
+};
+
+static int maint_open(const char *dir, struct maint *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->chunks_fd = -1;
+	m->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (m->dir_fd < 0)
+		return -errno;
+	m->chunks_fd = openat(m->dir_fd, "chunks", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (m->chunks_fd < 0) {
+		int r = -errno;
+
+		close(m->dir_fd);
+		return r;
+	}
+	if (faccessat(m->dir_fd, "stats", F_OK, 0) == 0 &&
+	    cache_stats_open_rw(m->dir_fd, false, &m->st) < 0)
+		m->st = NULL;
+	return 0;
+}
+
+static void maint_close(struct maint *m)
+{
+	cache_stats_unmap_rw(m->st);
+	free(m->files);
+	if (m->chunks_fd >= 0)
+		close(m->chunks_fd);
+	if (m->dir_fd >= 0)
+		close(m->dir_fd);
+}
+
+/* Unlink one chunk file; true when this call removed it. */
+static bool maint_unlink(struct maint *m, const struct cache_file *f)
+{
+	if (unlinkat(m->chunks_fd, f->rel, 0) < 0)
+		return false;
+	if (m->st)
+		stat_sub(&m->st->used, f->size);
+	return true;
+}
+
+static int verify_one(void *ud, const struct cache_file *f)
+{
+	struct maint *m = ud;
+	_cleanup_close_ int fd = openat(m->chunks_fd, f->rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ uint8_t *data = NULL;
+	uint8_t got[HASH_SIZE];
+	ssize_t n;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	data = malloc(f->size ? f->size : 1);
+	if (!data)
+		return -ENOMEM;
+	n = pread_full(fd, data, f->size, 0);
+	if (n < 0)
+		return (int)n;
+	m->checked++;
+	hash128(data, (size_t)n, got);
+	if ((uint64_t)n == f->size && !memcmp(got, f->name, HASH_SIZE))
+		return 0;
+	if (maint_unlink(m, f)) {
+		m->dropped++;
+		if (m->st)
+			stat_add(&m->st->verify_failures, 1);
+	}
+	return 0;
+}
+
+int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped)
+{
+	struct maint m;
+	int r = maint_open(dir, &m);
+
+	if (r < 0)
+		return r;
+	r = cache_scan(m.chunks_fd, verify_one, &m);
+	if (ret_checked)
+		*ret_checked = m.checked;
+	if (ret_dropped)
+		*ret_dropped = m.dropped;
+	maint_close(&m);
+	return r;
+}
+
+static int collect_one(void *ud, const struct cache_file *f)
+{
+	struct maint *m = ud;
+
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 1024;
+		struct cache_file *v = realloc(m->files, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		m->files = v;
+		m->cap = cap;
+	}
+	m->files[m->n++] = *f;
+	m->total += f->size;
+	return 0;
+}
+
+static int cmp_mtime(const void *a, const void *b)
+{
+	const struct cache_file *x = a, *y = b;
+
+	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Cost: a walk of the whole cache and a sort; O(n log n) in chunk files. */
+int cache_trim(const char *dir, uint64_t bytes, uint64_t *ret_freed)
+{
+	struct maint m;
+	int r = maint_open(dir, &m);
+
+	if (r < 0)
+		return r;
+	r = cache_scan(m.chunks_fd, collect_one, &m);
+	if (r == 0 && m.n)
+		qsort(m.files, m.n, sizeof(*m.files), cmp_mtime);
+	for (size_t i = 0; r == 0 && i < m.n && m.total > bytes; i++) {
+		m.total -= m.files[i].size;
+		if (maint_unlink(&m, &m.files[i])) {
+			m.freed += m.files[i].size;
+			if (m.st) {
+				stat_add(&m.st->evictions, 1);
+				stat_add(&m.st->evicted_bytes, m.files[i].size);
+			}
+		}
+	}
+	if (ret_freed)
+		*ret_freed = m.freed;
+	maint_close(&m);
+	return r;
+}

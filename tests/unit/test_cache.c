@@ -1,0 +1,551 @@
+/* test_cache.c — the chunk cache against real files, a real dir: store and a
+ * real loop: hits and misses, single flight, eviction, corruption on disk and
+ * in the store, a full cache disk, two daemons on one directory, counters,
+ * verify and trim. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "cache/cache.h"
+#include "lib/lib.h"
+#include "lib/loop.h"
+#include "store/store.h"
+
+static char root[64], cdir[128];
+static struct loop *loop;
+static struct store *store;
+
+static int setup(void **state)
+{
+	char url[128];
+
+	strcpy(root, "/tmp/lazyroot-test-cache.XXXXXX");
+	if (!mkdtemp(root))
+		return -1;
+	snprintf(cdir, sizeof(cdir), "%s/cache", root);
+	snprintf(url, sizeof(url), "dir:%s/store", root);
+	if (loop_new(64, &loop) < 0 || store_open(url, &store) < 0)
+		return -1;
+	return store_set_loop(store, loop);
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	store_free(store);
+	loop_free(loop);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Deterministic bytes for chunk number i. */
+static void fill(uint8_t *p, size_t n, unsigned i)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL * (i + 1);
+
+	for (size_t k = 0; k < n; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		/* compressible but not trivially */
+		p[k] = (uint8_t)((k % 7 == 0) ? x : (k / 64 + i));
+	}
+}
+
+/* Put chunk i of size n in the store; ret gets its description. */
+static void put_chunk(unsigned i, size_t n, struct cache_chunk *ret)
+{
+	uint8_t *data = malloc(n);
+	struct buf enc = BUF_INIT;
+	char hex[HASH_HEX_SIZE], key[64];
+
+	fill(data, n, i);
+	memset(ret, 0, sizeof(*ret));
+	hash128(data, n, ret->name);
+	assert_int_equal(chunk_encode(NULL, 1, data, n, &enc, &ret->flags), 0);
+	ret->size = (uint32_t)n;
+	ret->stored_size = (uint32_t)enc.len;
+	hex_encode(ret->name, HASH_SIZE, hex);
+	snprintf(key, sizeof(key), "chunks/%s", hex);
+	assert_int_equal(store_put_sync(store, key, enc.data, enc.len), 0);
+	buf_free(&enc);
+	free(data);
+}
+
+static void chunk_path(const struct cache_chunk *ch, char *out, size_t outlen)
+{
+	char hex[HASH_HEX_SIZE];
+
+	hex_encode(ch->name, HASH_SIZE, hex);
+	snprintf(out, outlen, "%s/chunks/%.2s/%s", cdir, hex, hex);
+}
+
+static struct cache *open_cache(uint64_t limit, uint64_t memory_limit)
+{
+	struct cache_params p = { .dir = cdir, .limit = limit, .memory_limit = memory_limit };
+	struct cache *c = NULL;
+
+	assert_int_equal(cache_open(&p, loop, &c), 0);
+	return c;
+}
+
+struct res {
+	int calls;
+	int res;
+};
+
+static void res_cb(void *ud, int res)
+{
+	struct res *r = ud;
+
+	r->calls++;
+	r->res = res;
+}
+
+static void drain(void)
+{
+	while (loop_pending(loop))
+		assert_true(loop_run_once(loop, true) >= 0);
+}
+
+/* Read [off, off+len) of chunk i through the cache and check the bytes. */
+static int read_check(struct cache *c, unsigned i, const struct cache_chunk *ch, uint32_t off,
+                      uint32_t len)
+{
+	uint8_t *want = malloc(ch->size), *got = malloc(len ? len : 1);
+	struct res r = { 0 };
+
+	fill(want, ch->size, i);
+	assert_int_equal(cache_read(c, store, ch, off, len, got, -1, res_cb, &r), 0);
+	assert_int_equal(r.calls, 0);  /* never from inside the call */
+	drain();
+	assert_int_equal(r.calls, 1);
+	if (r.res >= 0) {
+		assert_int_equal(r.res, len);
+		assert_memory_equal(got, want + off, len);
+	}
+	free(want);
+	free(got);
+	return r.res;
+}
+
+static const struct cache_stats *stats(void)
+{
+	const struct cache_stats *st = NULL;
+
+	assert_int_equal(cache_stats_map(cdir, &st), 0);
+	return st;
+}
+
+static uint64_t fetches(const struct cache_stats *st)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++)
+		n += st->fetch_latency[i];
+	return n;
+}
+
+static void test_cache__miss_then_hit_at_offsets(void **state)
+{
+	struct cache_chunk ch[4];
+	struct cache *c;
+	const struct cache_stats *st;
+	struct stat sb;
+	char path[256];
+
+	for (unsigned i = 0; i < 4; i++)
+		put_chunk(i, 10000 + i * 7777, &ch[i]);
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 100, 5000), 5000);
+	assert_int_equal(st->misses, 4);
+	assert_int_equal(st->hits, 0);
+	assert_int_equal(fetches(st), 4);
+	/* the file holds exactly the decompressed bytes */
+	chunk_path(&ch[2], path, sizeof(path));
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, ch[2].size);
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(read_check(c, i, &ch[i], 0, ch[i].size), (int)ch[i].size);
+		assert_int_equal(read_check(c, i, &ch[i], ch[i].size - 1, 1), 1);
+		assert_int_equal(read_check(c, i, &ch[i], 7, 0), 0);
+	}
+	assert_int_equal(st->hits, 12);
+	assert_int_equal(fetches(st), 4);
+	assert_int_equal(st->used, ch[0].size + ch[1].size + ch[2].size + ch[3].size);
+	assert_int_equal(st->served_bytes,
+	                 4 * 5000 + ch[0].size + ch[1].size + ch[2].size + ch[3].size + 4);
+	assert_true(st->fetched_bytes < st->fetched_raw_bytes);
+	assert_int_equal(st->inflight, 0);
+	/* out of range: refused at once */
+	assert_int_equal(cache_read(c, store, &ch[0], ch[0].size, 1, path, -1, res_cb, NULL),
+	                 -EINVAL);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__single_flight(void **state)
+{
+	struct cache_chunk ch;
+	struct cache *c;
+	const struct cache_stats *st;
+	static uint8_t bufs[100][4096];
+	struct res r[100] = { { 0 } };
+	uint8_t want[200000];
+
+	put_chunk(7, sizeof(want), &ch);
+	fill(want, sizeof(want), 7);
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(cache_read(c, store, &ch, (uint32_t)i * 1000, 4096, bufs[i], -1,
+		                            res_cb, &r[i]), 0);
+	drain();
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(r[i].res, 4096);
+		assert_memory_equal(bufs[i], want + i * 1000, 4096);
+	}
+	assert_int_equal(fetches(st), 1);
+	assert_int_equal(st->fetched_bytes, ch.stored_size);
+	assert_int_equal(st->misses, 100);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__eviction_keeps_limit_and_drops_lru(void **state)
+{
+	struct cache_chunk ch[8];
+	struct cache *c;
+	const struct cache_stats *st;
+	char path[256];
+
+	for (unsigned i = 0; i < 8; i++)
+		put_chunk(i, 65536, &ch[i]);
+	c = open_cache(4 * 65536, 1 << 20);
+	st = stats();
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 0, 10), 10);
+	/* chunk 0 is used again: chunk 1 is now the coldest */
+	assert_int_equal(read_check(c, 0, &ch[0], 0, 10), 10);
+	assert_int_equal(read_check(c, 4, &ch[4], 0, 10), 10);
+	assert_true(st->used <= 4 * 65536);
+	chunk_path(&ch[1], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	chunk_path(&ch[0], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), 0);
+	for (unsigned i = 5; i < 8; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 100, 1000), 1000);
+	assert_true(st->used <= 4 * 65536);
+	assert_int_equal(st->evictions, 4);
+	assert_int_equal(st->evicted_bytes, 4 * 65536);
+	/* an evicted chunk reads back correctly (fetched again) */
+	assert_int_equal(read_check(c, 1, &ch[1], 0, 65536), 65536);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__corrupt_files_detected_on_reload(void **state)
+{
+	struct cache_chunk ch[3];
+	struct cache *c;
+	const struct cache_stats *st;
+	char path[256];
+	int fd;
+
+	for (unsigned i = 0; i < 3; i++)
+		put_chunk(i, 30000, &ch[i]);
+	c = open_cache(0, 1 << 20);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 0, 100), 100);
+	cache_free(c);
+	/* one file flipped, one truncated, one left alone */
+	chunk_path(&ch[0], path, sizeof(path));
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "\xff", 1, 12345), 1);
+	close(fd);
+	chunk_path(&ch[1], path, sizeof(path));
+	assert_int_equal(truncate(path, 20000), 0);
+
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	assert_int_equal(st->used, 3 * 30000 - 10000);  /* recomputed by the scan */
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 12000, 1000), 1000);
+	assert_int_equal(st->verify_failures, 2);
+	assert_int_equal(fetches(st), 3 + 2);
+	assert_int_equal(st->used, 3 * 30000);
+	/* fetched again: whole on disk */
+	chunk_path(&ch[1], path, sizeof(path));
+	{
+		struct stat sb;
+
+		assert_int_equal(stat(path, &sb), 0);
+		assert_int_equal(sb.st_size, 30000);
+	}
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__corrupt_store_chunk_fails_alone(void **state)
+{
+	struct cache_chunk good, bad;
+	struct cache *c;
+	const struct cache_stats *st;
+	char hex[HASH_HEX_SIZE], key[64];
+	struct buf b = BUF_INIT;
+
+	put_chunk(1, 40000, &good);
+	put_chunk(2, 40000, &bad);
+	/* one byte flipped in the stored chunk */
+	hex_encode(bad.name, HASH_SIZE, hex);
+	snprintf(key, sizeof(key), "chunks/%s", hex);
+	assert_int_equal(store_get_sync(store, key, &b), 0);
+	b.data[b.len / 2] ^= 0x40;
+	assert_int_equal(store_put_sync(store, key, b.data, b.len), 0);
+	buf_free(&b);
+
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	log_verbosity = -1;
+	assert_int_equal(read_check(c, 2, &bad, 0, 100), -EIO);
+	assert_int_equal(read_check(c, 1, &good, 0, 100), 100);
+	assert_int_equal(read_check(c, 2, &bad, 0, 100), -EIO);
+	log_verbosity = LOG_WARN;
+	assert_int_equal(st->verify_failures, 2);
+	assert_int_equal(st->errors, 2);
+	/* nothing of the bad chunk was kept */
+	assert_int_equal(st->used, 40000);
+	/* a chunk missing from the store fails the same way */
+	bad.name[0] ^= 1;
+	log_verbosity = -1;
+	assert_int_equal(read_check(c, 2, &bad, 0, 100), -EIO);
+	log_verbosity = LOG_WARN;
+	assert_int_equal(st->errors, 3);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__disk_full_serves_from_memory(void **state)
+{
+	struct cache_chunk ch[12];
+	struct cache *c;
+	const struct cache_stats *st;
+	char opts[64];
+
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(mkdir(cdir, 0755), 0);
+	snprintf(opts, sizeof(opts), "size=256k");
+	if (mount("tmpfs", cdir, "tmpfs", 0, opts) < 0)
+		skip();
+	for (unsigned i = 0; i < 12; i++)
+		put_chunk(i, 65536, &ch[i]);
+	/* the limit alone would keep everything: the disk runs out first */
+	c = open_cache(1ULL << 30, 4 << 20);
+	st = stats();
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned i = 0; i < 12; i++)
+			assert_int_equal(read_check(c, i, &ch[i], 1000, 60000), 60000);
+	assert_true(st->memory_served > 0);
+	assert_int_equal(st->errors, 0);
+	cache_stats_unmap(st);
+	cache_free(c);
+	assert_int_equal(umount(cdir), 0);
+}
+
+static void test_cache__two_instances_share_one_dir(void **state)
+{
+	struct cache_chunk ch[4];
+	struct cache *a, *b;
+	const struct cache_stats *st;
+	uint64_t freed = 0;
+
+	for (unsigned i = 0; i < 4; i++)
+		put_chunk(i, 50000, &ch[i]);
+	a = open_cache(0, 1 << 20);
+	b = open_cache(0, 1 << 20);
+	st = stats();
+	assert_int_equal(read_check(a, 0, &ch[0], 0, 10), 10);
+	assert_int_equal(read_check(b, 1, &ch[1], 0, 10), 10);
+	/* b does not know a's file: its fetch finds it linked already */
+	assert_int_equal(read_check(b, 0, &ch[0], 0, 10), 10);
+	assert_int_equal(read_check(a, 1, &ch[1], 0, 10), 10);
+	assert_int_equal(st->used, 2 * 50000);
+	assert_int_equal(read_check(a, 2, &ch[2], 0, 10), 10);
+	/* trim removes files under both daemons; they fetch again */
+	assert_int_equal(cache_trim(cdir, 0, &freed), 0);
+	assert_int_equal(freed, 3 * 50000);
+	assert_int_equal(st->used, 0);
+	assert_int_equal(read_check(b, 2, &ch[2], 0, 10), 10);
+	assert_int_equal(read_check(a, 2, &ch[2], 5, 10), 10);
+	assert_int_equal(read_check(a, 3, &ch[3], 5, 10), 10);
+	assert_int_equal(st->used, 2 * 50000);
+	cache_free(a);
+	/* alone now: a new instance recomputes the gauge from the files */
+	cache_free(b);
+	a = open_cache(0, 1 << 20);
+	assert_int_equal(st->used, 2 * 50000);
+	cache_stats_unmap(st);
+	cache_free(a);
+}
+
+static void test_cache__verify_and_trim_commands(void **state)
+{
+	struct cache_chunk ch[5];
+	struct cache *c;
+	const struct cache_stats *st;
+	uint64_t checked = 0, dropped = 0, freed = 0;
+	char path[256];
+	int fd;
+
+	for (unsigned i = 0; i < 5; i++)
+		put_chunk(i, 20000, &ch[i]);
+	c = open_cache(0, 1 << 20);
+	for (unsigned i = 0; i < 5; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 0, 10), 10);
+	st = stats();
+	chunk_path(&ch[3], path, sizeof(path));
+	fd = open(path, O_RDWR);
+	assert_int_equal(pwrite(fd, "x", 1, 0), 1);
+	close(fd);
+	assert_int_equal(cache_verify(cdir, &checked, &dropped), 0);
+	assert_int_equal(checked, 5);
+	assert_int_equal(dropped, 1);
+	assert_int_equal(st->used, 4 * 20000);
+	/* oldest first: give the files distinct ages */
+	for (unsigned i = 0; i < 5; i++) {
+		struct timespec ts[2] = { { 1000 + i, 0 }, { 1000 + i, 0 } };
+
+		chunk_path(&ch[i], path, sizeof(path));
+		utimensat(AT_FDCWD, path, ts, 0);
+	}
+	assert_int_equal(cache_trim(cdir, 2 * 20000, &freed), 0);
+	assert_int_equal(freed, 2 * 20000);
+	assert_int_equal(st->used, 2 * 20000);
+	chunk_path(&ch[0], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	chunk_path(&ch[4], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), 0);
+	/* the running cache copes: every chunk still reads back */
+	for (unsigned i = 0; i < 5; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 19990, 10), 10);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__prefetch_then_hit(void **state)
+{
+	struct cache_chunk ch;
+	struct cache *c;
+	const struct cache_stats *st;
+	struct res r = { 0 };
+
+	put_chunk(9, 70000, &ch);
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	assert_int_equal(cache_prefetch(c, store, &ch, -1, res_cb, &r), 0);
+	drain();
+	assert_int_equal(r.res, 0);
+	assert_int_equal(st->misses, 0);
+	assert_int_equal(read_check(c, 9, &ch, 0, 70000), 70000);
+	assert_int_equal(st->hits, 1);
+	assert_int_equal(fetches(st), 1);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+static void test_cache__per_image_counters_and_slots(void **state)
+{
+	struct cache_chunk ch[3];
+	struct cache *c;
+	const struct cache_stats *st;
+	uint8_t buf[100];
+	struct res r = { 0 };
+	int slot, slot2;
+	pid_t child;
+
+	for (unsigned i = 0; i < 3; i++)
+		put_chunk(i, 10000, &ch[i]);
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	slot = cache_image_register(c, "00112233445566778899aabbccddeeff", 100000, "/mnt/x");
+	assert_true(slot >= 0);
+	assert_int_equal(st->images[slot].pid, getpid());
+	assert_string_equal(st->images[slot].mountpoint, "/mnt/x");
+	for (int k = 0; k < 3; k++)
+		for (unsigned i = 0; i < 2; i++) {
+			assert_int_equal(cache_read(c, store, &ch[i], 0, 100, buf, slot, res_cb, &r),
+			                 0);
+			drain();
+		}
+	assert_int_equal(st->images[slot].chunks_read, 2);
+	assert_int_equal(st->images[slot].bytes_read, 20000);
+	assert_int_equal(st->images[slot].bytes_served, 600);
+	cache_image_unregister(c, slot);
+	assert_int_equal(st->images[slot].pid, 0);
+
+	/* a slot left by a dead daemon is taken over */
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	cache_stats_unmap(st);
+	{
+		/* the test writes through its own writable mapping */
+		int fd;
+		char path[256];
+
+		snprintf(path, sizeof(path), "%s/stats", cdir);
+		fd = open(path, O_RDWR);
+		assert_true(fd >= 0);
+		for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
+			int32_t p = child;
+
+			assert_int_equal(pwrite(fd, &p, sizeof(p),
+			                        offsetof(struct cache_stats, images) +
+			                                i * sizeof(struct cache_image_stats)),
+			                 sizeof(p));
+		}
+		close(fd);
+	}
+	st = stats();
+	slot2 = cache_image_register(c, "ff", 1, "/mnt/y");
+	assert_true(slot2 >= 0);
+	assert_int_equal(st->images[slot2].pid, getpid());
+	assert_int_equal(st->images[slot2].chunks_read, 0);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_cache__miss_then_hit_at_offsets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__single_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__eviction_keeps_limit_and_drops_lru, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__corrupt_files_detected_on_reload, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__corrupt_store_chunk_fails_alone, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__disk_full_serves_from_memory, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__two_instances_share_one_dir, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__verify_and_trim_commands, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__prefetch_then_hit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__per_image_counters_and_slots, setup,
+		                                teardown),
+	};
+
+	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
+}

@@ -9,6 +9,7 @@ static const struct command {
 } commands[] = {
 	{ "build", cmd_build, "turn a directory, tar, OCI layout or docker archive into an image" },
 	{ "image", cmd_image, "list, inspect and extract images in a store" },
+	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
 };
 
 static void usage(FILE *f)

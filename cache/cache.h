@@ -54,10 +54,13 @@ struct cache_params {
 };
 
 int cache_open(const struct cache_params *p, struct loop *loop, struct cache **ret);
+/* Free a cache with no read in flight (drive the loop until they end). */
 void cache_free(struct cache *c);
 
 /* res: bytes copied (== len), or -EIO when the chunk cannot be fetched or
- * fails verification, or another -errno. */
+ * fails verification, or another -errno.  cache_read/cache_prefetch return
+ * -EINVAL (and never call cb) for a range outside the chunk, -ENOMEM when the
+ * request cannot even be queued. */
 typedef void (*cache_cb)(void *ud, int res);
 
 /*
@@ -105,7 +108,8 @@ struct cache_stats {
 	uint64_t limit;                 /* gauge: the limit last set */
 	uint64_t used;                  /* gauge: bytes of chunk files held */
 	uint64_t inflight;              /* gauge: fetches in flight */
-	uint64_t hits, misses;
+	uint64_t hits, misses;          /* reads served without / after a store fetch;
+	                                   fetches = sum of fetch_latency */
 	uint64_t fetched_bytes;         /* from stores, as stored (compressed) */
 	uint64_t fetched_raw_bytes;     /* the same chunks, uncompressed */
 	uint64_t served_bytes;

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct loop;
 struct cache;
@@ -39,7 +40,12 @@ struct fs_params {
 int fs_mount(const struct fs_params *p, struct fs **ret);
 /* True once the kernel has ended the session (umount, fusermount3 -u). */
 bool fs_finished(const struct fs *f);
-/* Unmount if still mounted and free. */
+/* The device number of the lazyroot mount at mountpoint (an absolute,
+ * canonical path), read from /proc/self/mountinfo so that the filesystem
+ * itself is not asked: -ENOENT when no lazyroot mount is there. */
+int fs_find_mount(const char *mountpoint, dev_t *ret_dev);
+/* Unmount if still mounted and free.  Runs the loop until the fs's reads in
+ * flight are answered and its session has ended. */
 void fs_free(struct fs *f);
 
 #endif

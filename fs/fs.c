@@ -1,0 +1,1001 @@
+/*
+ * fs.c — the FUSE low-level filesystem over one mapped image.
+ *
+ * Metadata operations answer straight from the index (binary searches over
+ * the mapped records, no allocation per entry) and reply before they return.
+ * A read maps its byte range through the file's extents into one reply
+ * buffer: holes are zero-filled at once, every extent piece becomes one
+ * cache_read() into its place in the buffer, and the reply goes out from the
+ * loop when the last piece completes.
+ *
+ * Invariants:
+ *  - every request is answered exactly once, from one reply site per op;
+ *  - no request's failure ends the daemon: errors keep their meaning (ENOENT,
+ *    ENOTDIR, ENODATA, ERANGE…); EIO means a chunk could not be fetched or
+ *    verified;
+ *  - the image is immutable, so the kernel may keep entries, attributes,
+ *    directory listings and pages for as long as it likes (timeouts of
+ *    FS_TIMEOUT, keep_cache, cache_readdir);
+ *  - image inode numbers are FUSE node ids (the root is 1 in both), so lookup
+ *    counts need no bookkeeping and forget frees nothing;
+ *  - a struct fs is not freed while a read of it is in flight or its session
+ *    fd is polled: fs_free() runs the loop until both have drained.
+ */
+#define FUSE_USE_VERSION 314
+
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+
+#include "cache/cache.h"
+#include "fs/fs.h"
+#include "image/image.h"
+#include "lib/lib.h"
+#include "lib/loop.h"
+
+/* Entry and attribute timeouts in seconds: nothing in an image ever changes. */
+#define FS_TIMEOUT 1e9
+/* The largest read the kernel sends us.  libfuse derives max_pages from
+ * max_write; 1008 KiB rather than the kernel's 1 MiB limit because a reply
+ * spliced from a file needs a pipe of request + 3 pages, and 1 MiB + 3 pages
+ * exceeds pipe-max-size (FACTS.md): larger requests would be copied. */
+#define FS_MAX_REQUEST (1008 * 1024)
+/* Background requests (readahead, async reads) the kernel keeps in flight. */
+#define FS_MAX_BACKGROUND 64
+/* The mount's readahead window, set through its bdi once mounted. */
+#define FS_READ_AHEAD_KB 4096
+/* A read continues a sequential run when it starts at most this far past
+ * where the last one ended: the kernel's async readahead may overtake. */
+#define FS_SEQ_SLACK (2 * FS_MAX_REQUEST)
+
+struct fs {
+	struct fs_params p;
+	char *mountpoint;               /* canonical, owned */
+	char *index_hex;                /* owned */
+	struct fuse_session *se;
+	struct fuse_buf rbuf;           /* one request at a time: the loop is single-threaded */
+	struct image_info info;
+	uint32_t *parent;               /* directory -> its parent, learnt from lookups; 0: unknown */
+	dev_t dev;                      /* the mount's anonymous device; 0 until known */
+	int slot;                       /* cache counter slot, or -1 */
+	unsigned reads_inflight;        /* struct fs_read not yet answered */
+	bool polling;                   /* a loop_poll on the session fd is pending */
+	bool mounted, finished;
+};
+
+/* Per open file: where the last read ended, to tell sequential from random. */
+struct fs_file {
+	uint64_t last_end;
+	uint64_t prefetched_to;         /* file offset up to which read-ahead was issued */
+	bool seen;
+};
+
+/* One read in flight: the reply buffer and how many cache pieces are due. */
+struct fs_read {
+	struct fs *f;
+	fuse_req_t req;
+	char *buf;
+	size_t len;
+	unsigned pending;
+	int err;
+};
+
+static void fs_arm(struct fs *f);
+
+/* ---- attributes --------------------------------------------------------- */
+
+static void stat_from_image(const struct image_stat *is, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = is->ino;
+	st->st_mode = is->mode;
+	st->st_nlink = is->nlink;
+	st->st_uid = is->uid;
+	st->st_gid = is->gid;
+	st->st_size = (off_t)is->size;
+	st->st_blocks = (blkcnt_t)is->blocks;
+	st->st_blksize = 4096;
+	st->st_rdev = (dev_t)is->rdev;
+	st->st_mtim.tv_sec = st->st_atim.tv_sec = st->st_ctim.tv_sec = is->mtime_sec;
+	st->st_mtim.tv_nsec = st->st_atim.tv_nsec = st->st_ctim.tv_nsec = is->mtime_nsec;
+}
+
+static int fill_entry(struct fs *f, uint64_t ino, struct fuse_entry_param *e)
+{
+	struct image_stat is;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	if (r < 0)
+		return r;
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->generation = 1;
+	e->attr_timeout = FS_TIMEOUT;
+	e->entry_timeout = FS_TIMEOUT;
+	stat_from_image(&is, &e->attr);
+	return 0;
+}
+
+static void note_parent(struct fs *f, uint64_t parent, const struct fuse_entry_param *e)
+{
+	if (S_ISDIR(e->attr.st_mode) && e->ino <= f->info.inodes)
+		f->parent[e->ino] = (uint32_t)parent;
+}
+
+/* ---- metadata operations ------------------------------------------------ */
+
+static void fs_init(void *ud, struct fuse_conn_info *conn)
+{
+	unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_CACHE_SYMLINKS |
+	                FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_POSIX_ACL;
+
+	conn->want |= want & conn->capable;
+	/* Always readdirplus: a walk then needs no lookup per entry. */
+	conn->want &= ~(unsigned)(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA |
+	                          FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ);
+	if (conn->max_write > FS_MAX_REQUEST)
+		conn->max_write = FS_MAX_REQUEST;
+	conn->max_background = FS_MAX_BACKGROUND;
+	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
+	conn->time_gran = 1;
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fuse_entry_param e;
+	uint64_t ino;
+	int r;
+
+	r = image_lookup(f->p.image, parent, name, strlen(name), &ino);
+	if (r == 0)
+		r = fill_entry(f, ino, &e);
+	if (r == -ENOENT) {
+		/* A negative entry the kernel may keep: interpreters probe many
+		 * paths that do not exist, again and again. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = FS_TIMEOUT;
+		r = 0;
+	} else if (r == 0) {
+		note_parent(f, parent, &e);
+	}
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	fuse_reply_none(req);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct image_stat is;
+	struct stat st;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	stat_from_image(&is, &st);
+	fuse_reply_attr(req, &st, FS_TIMEOUT);
+}
+
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *f = fuse_req_userdata(req);
+	_cleanup_free_ char *s = NULL;
+	const char *t;
+	size_t len;
+	int r;
+
+	r = image_readlink(f->p.image, ino, &t, &len);
+	if (r == 0) {
+		/* The target in the index is not NUL-terminated. */
+		s = strndup(t, len);
+		if (!s)
+			r = -ENOMEM;
+	}
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_readlink(req, s);
+}
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct image_stat is;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	if (r == 0 && !S_ISDIR(is.mode))
+		r = -ENOTDIR;
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fi->keep_cache = 1;
+	fi->cache_readdir = 1;
+	fuse_reply_open(req, fi);
+}
+
+/*
+ * Directory offsets are entry positions: 0 is ".", 1 is "..", 2 + i the i-th
+ * stored entry; the offset given with an entry is that of the next one.
+ * Cost: O(1) per entry.
+ */
+static void fs_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct fs *f = fuse_req_userdata(req);
+	_cleanup_free_ char *buf = NULL;
+	size_t used = 0;
+	int64_t n;
+	int r = 0;
+
+	n = image_dir_size(f->p.image, ino);
+	if (n < 0) {
+		fuse_reply_err(req, (int)-n);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (uint64_t pos = (uint64_t)off; pos < (uint64_t)n + 2; pos++) {
+		struct fuse_entry_param e;
+		char name[IMAGE_NAME_MAX + 1];
+		uint64_t child;
+		size_t len, need;
+
+		if (pos < 2) {
+			/* "." and "..": the kernel takes no reference and wants
+			 * no attributes for them (e.ino 0). */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_mode = S_IFDIR;
+			e.attr.st_ino = ino;
+			if (pos == 1 && ino != FUSE_ROOT_ID && ino <= f->info.inodes &&
+			    f->parent[ino])
+				e.attr.st_ino = f->parent[ino];
+			strcpy(name, pos ? ".." : ".");
+		} else {
+			const char *nm;
+
+			r = image_readdir(f->p.image, ino, pos - 2, &nm, &len, &child);
+			if (r <= 0)
+				break;
+			memcpy(name, nm, len);
+			name[len] = 0;
+			r = fill_entry(f, child, &e);
+			if (r < 0)
+				break;
+		}
+		if (plus)
+			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+			                              (off_t)pos + 1);
+		else
+			need = fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+			                         (off_t)pos + 1);
+		if (need > size - used)
+			break;
+		if (plus && pos >= 2)
+			note_parent(f, ino, &e);
+		used += need;
+	}
+	/* An entry that failed to read after others fitted is reported on the
+	 * next call, when it comes first. */
+	if (r < 0 && used == 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, buf, used);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+	fs_readdir_common(req, ino, size, off, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+	fs_readdir_common(req, ino, size, off, true);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct statvfs sv = {
+		.f_bsize = 4096,
+		.f_frsize = 4096,
+		.f_blocks = (f->info.file_bytes + 4095) / 4096,
+		.f_files = f->info.inodes,
+		.f_namemax = IMAGE_NAME_MAX,
+		.f_flag = ST_RDONLY,
+	};
+
+	fuse_reply_statfs(req, &sv);
+}
+
+/* size 0 asks for the value's length; a value longer than size is ERANGE. */
+static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs *f = fuse_req_userdata(req);
+	const void *v;
+	size_t len;
+	int r;
+
+	r = image_getxattr(f->p.image, ino, name, &v, &len);
+	if (r == 0 && size && len > size)
+		r = -ERANGE;
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else
+		fuse_reply_buf(req, v, len);
+}
+
+static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *f = fuse_req_userdata(req);
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct image_stat is;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	for (uint32_t i = 0; r >= 0; i++) {
+		const char *name;
+		const void *v;
+		size_t nlen, vlen;
+
+		r = image_xattr(f->p.image, ino, i, &name, &nlen, &v, &vlen);
+		if (r <= 0)
+			break;
+		r = buf_append(&b, name, nlen);
+		if (r == 0)
+			r = buf_append(&b, "", 1);
+	}
+	if (r == 0 && size && b.len > size)
+		r = -ERANGE;
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else if (size == 0)
+		fuse_reply_xattr(req, b.len);
+	else
+		fuse_reply_buf(req, (const char *)b.data, b.len);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct image_stat is;
+	struct fs_file *ff = NULL;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	if (r == 0 && (fi->flags & O_ACCMODE) != O_RDONLY)
+		r = -EROFS;
+	else if (r == 0 && S_ISDIR(is.mode))
+		r = -EISDIR;
+	if (r == 0) {
+		ff = calloc(1, sizeof(*ff));
+		if (!ff)
+			r = -ENOMEM;
+	}
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fi->fh = (uintptr_t)ff;
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) < 0)
+		free(ff);  /* the open was interrupted: no release will come */
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	free((struct fs_file *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void to_cache_chunk(const struct image_chunk *ic, struct cache_chunk *cc)
+{
+	memcpy(cc->name, ic->name, sizeof(cc->name));
+	cc->size = ic->size;
+	cc->stored_size = ic->stored_size;
+	cc->flags = ic->flags;
+}
+
+static void read_finish(struct fs_read *rd)
+{
+	struct fs *f = rd->f;
+
+	if (rd->err < 0)
+		fuse_reply_err(rd->req, -rd->err);
+	else
+		fuse_reply_buf(rd->req, rd->buf, rd->len);
+	free(rd->buf);
+	free(rd);
+	f->reads_inflight--;
+}
+
+static void read_piece_done(void *ud, int res)
+{
+	struct fs_read *rd = ud;
+
+	/* EIO (a chunk that cannot be had) wins over other errors: it is what
+	 * the reader must be told. */
+	if (res < 0 && (rd->err == 0 || res == -EIO))
+		rd->err = res;
+	if (--rd->pending == 0)
+		read_finish(rd);
+}
+
+static void prefetch_done(void *ud, int res)
+{
+	/* Read-ahead is a hint: a failure shows when the data is really read. */
+}
+
+/*
+ * Fetch ahead of a sequential reader: the chunks of the next
+ * readahead_chunks extents past end that were not asked for yet.
+ * Cost: O(readahead_chunks + log extents).
+ */
+static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_file *ff, uint64_t end)
+{
+	const struct image *img = f->p.image;
+	uint32_t last_chunk = IMAGE_CHUNK_NONE;
+	unsigned chunks = 0;
+	int64_t n, i;
+
+	n = image_extent_count(img, ino);
+	i = image_extent_find(img, ino, end);
+	for (; i >= 0 && i < n && chunks < f->p.readahead_chunks; i++) {
+		struct image_extent ex;
+		struct image_chunk ic;
+		struct cache_chunk cc;
+
+		if (image_extent(img, ino, (uint64_t)i, &ex) < 0)
+			break;
+		if (ex.chunk != last_chunk)
+			chunks++;
+		last_chunk = ex.chunk;
+		if (ex.file_off + ex.len <= ff->prefetched_to)
+			continue;
+		if (image_chunk(img, ex.chunk, &ic) < 0)
+			break;
+		to_cache_chunk(&ic, &cc);
+		if (cache_prefetch(f->p.cache, f->p.store, &cc, f->slot, prefetch_done, NULL) < 0)
+			break;
+		ff->prefetched_to = ex.file_off + ex.len;
+	}
+}
+
+/* Start one cache_read per extent piece of [off, off+len) and zero the
+ * holes.  Pieces that start count toward rd->pending. */
+static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t off)
+{
+	const struct image *img = f->p.image;
+	uint64_t end = off + rd->len, pos = off;
+	int64_t n, i;
+
+	n = image_extent_count(img, ino);
+	if (n < 0)
+		return (int)n;
+	i = image_extent_find(img, ino, off);
+	for (; i >= 0 && i < n && pos < end; i++) {
+		struct image_extent ex;
+		struct image_chunk ic;
+		struct cache_chunk cc;
+		uint64_t s, e;
+		int r;
+
+		r = image_extent(img, ino, (uint64_t)i, &ex);
+		if (r < 0)
+			return r;
+		if (ex.file_off >= end)
+			break;
+		s = MAX(ex.file_off, pos);
+		e = MIN(ex.file_off + ex.len, end);
+		if (s > pos)
+			memset(rd->buf + (pos - off), 0, s - pos);
+		r = image_chunk(img, ex.chunk, &ic);
+		if (r < 0)
+			return r;
+		if ((uint64_t)ex.chunk_off + ex.len > ic.size)
+			return -EBADMSG;
+		to_cache_chunk(&ic, &cc);
+		r = cache_read(f->p.cache, f->p.store, &cc, (uint32_t)(ex.chunk_off + (s - ex.file_off)),
+		               (uint32_t)(e - s), rd->buf + (s - off), f->slot, read_piece_done, rd);
+		if (r < 0)
+			return r;
+		rd->pending++;
+		pos = e;
+	}
+	if (pos < end)
+		memset(rd->buf + (pos - off), 0, end - pos);
+	return 0;
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_file *ff = (struct fs_file *)(uintptr_t)fi->fh;
+	struct image_stat is;
+	struct fs_read *rd;
+	uint64_t uoff = (uint64_t)off;
+	bool sequential;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	if (r == 0 && !S_ISREG(is.mode))
+		r = -EINVAL;
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (off < 0 || uoff >= is.size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	size = (size_t)MIN((uint64_t)size, is.size - uoff);
+
+	rd = calloc(1, sizeof(*rd));
+	if (rd)
+		rd->buf = malloc(size);
+	if (!rd || !rd->buf) {
+		if (rd)
+			free(rd);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rd->f = f;
+	rd->req = req;
+	rd->len = size;
+	rd->pending = 1;  /* held until every piece has been started */
+	f->reads_inflight++;
+	r = read_start(f, ino, rd, uoff);
+	if (r < 0 && rd->err == 0)
+		rd->err = r;
+
+	/* A read that begins where the previous one ended (give or take the
+	 * kernel's overlapping async readahead) continues a run. */
+	sequential = ff && ff->seen && uoff >= ff->last_end - MIN(ff->last_end, FS_SEQ_SLACK) &&
+	             uoff <= ff->last_end + FS_SEQ_SLACK;
+	if (ff) {
+		ff->last_end = uoff + size;
+		ff->seen = true;
+		if (sequential && r == 0 && f->p.readahead_chunks)
+			read_ahead(f, ino, ff, uoff + size);
+	}
+	read_piece_done(rd, 0);
+}
+
+/* SEEK_DATA / SEEK_HOLE from the extents, so that holes show as holes. */
+static int seek_data_hole(struct fs *f, fuse_ino_t ino, uint64_t off, int whence, uint64_t *ret)
+{
+	const struct image *img = f->p.image;
+	struct image_stat is;
+	struct image_extent ex;
+	int64_t n, i;
+	uint64_t pos;
+	int r;
+
+	r = image_getattr(f->p.image, ino, &is);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(is.mode))
+		return -EINVAL;
+	if (off >= is.size)
+		return -ENXIO;
+	n = image_extent_count(img, ino);
+	if (n < 0)
+		return (int)n;
+	i = image_extent_find(img, ino, off);
+	if (i < 0)
+		return (int)i;
+	if (whence == SEEK_DATA) {
+		if (i >= n)
+			return -ENXIO;
+		r = image_extent(img, ino, (uint64_t)i, &ex);
+		if (r < 0)
+			return r;
+		*ret = MAX(off, ex.file_off);
+		return ex.file_off >= is.size ? -ENXIO : 0;
+	}
+	/* SEEK_HOLE: follow extents that touch until a gap or the end. */
+	pos = off;
+	for (; i < n; i++) {
+		r = image_extent(img, ino, (uint64_t)i, &ex);
+		if (r < 0)
+			return r;
+		if (ex.file_off > pos)
+			break;
+		pos = MAX(pos, ex.file_off + ex.len);
+	}
+	*ret = MIN(pos, is.size);
+	return 0;
+}
+
+static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                     struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	uint64_t pos = 0;
+	int r;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		r = -EINVAL;
+	else if (off < 0)
+		r = -ENXIO;
+	else
+		r = seek_data_hole(f, ino, (uint64_t)off, whence, &pos);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_lseek(req, (off_t)pos);
+}
+
+/* ---- everything that would write ---------------------------------------- */
+
+/* The mount is read-only, so the kernel refuses most of these itself; these
+ * answer what reaches us anyway (e.g. through another mount of the
+ * connection) with what a read-only filesystem says. */
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                         struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.readlink = fs_readlink,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.open = fs_open,
+	.read = fs_read,
+	.release = fs_release,
+	.lseek = fs_lseek,
+	.statfs = fs_statfs,
+	.getxattr = fs_getxattr,
+	.listxattr = fs_listxattr,
+	.setattr = fs_setattr,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_unlink,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.write = fs_write,
+	.setxattr = fs_setxattr,
+	.removexattr = fs_removexattr,
+	.create = fs_create,
+	.fallocate = fs_fallocate,
+};
+
+/* ---- the session on the loop -------------------------------------------- */
+
+/* The session fd is readable (or the connection is gone): take every queued
+ * request, then poll again.  Requests are answered in place or, for reads
+ * that wait on the cache, from later loop callbacks. */
+static void fs_on_readable(void *ud, int res)
+{
+	struct fs *f = ud;
+
+	f->polling = false;
+	for (;;) {
+		int r = fuse_session_receive_buf(f->se, &f->rbuf);
+
+		if (r == -EINTR)
+			continue;
+		if (r == -EAGAIN)
+			break;
+		if (r <= 0 || fuse_session_exited(f->se)) {
+			/* 0: libfuse saw ENODEV (unmounted or aborted) */
+			if (r < 0)
+				log_errno(r, "mount '%s': reading the FUSE device", f->mountpoint);
+			f->finished = true;
+			return;
+		}
+		fuse_session_process_buf(f->se, &f->rbuf);
+	}
+	fs_arm(f);
+}
+
+static void fs_arm(struct fs *f)
+{
+	int r;
+
+	if (f->finished || f->polling)
+		return;
+	r = loop_poll(f->p.loop, fuse_session_fd(f->se), POLLIN, fs_on_readable, f);
+	if (r < 0) {
+		log_errno(r, "mount '%s': polling the FUSE device", f->mountpoint);
+		f->finished = true;
+		return;
+	}
+	f->polling = true;
+}
+
+/* ---- mount, unmount ----------------------------------------------------- */
+
+/* mountinfo escapes ' ', '\t', '\n' and '\\' as \ooo. */
+static void unescape_octal(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+int fs_find_mount(const char *mountpoint, dev_t *ret_dev)
+{
+	_cleanup_fclose_ FILE *mi = fopen("/proc/self/mountinfo", "re");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	int r = -ENOENT;
+
+	if (!mi)
+		return -errno;
+	/* The last matching line is the mount on top. */
+	while (getline(&line, &cap, mi) > 0) {
+		char mnt[PATH_MAX], type[256], *sep;
+		unsigned maj, min;
+
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) != 3)
+			continue;
+		sep = strstr(line, " - ");
+		if (!sep || sscanf(sep, " - %255s", type) != 1)
+			continue;
+		unescape_octal(mnt);
+		if (strcmp(mnt, mountpoint) || strcmp(type, "fuse.lazyroot"))
+			continue;
+		*ret_dev = makedev(maj, min);
+		r = 0;
+	}
+	return r;
+}
+
+/* Widen the kernel's readahead for this mount: buffered reads are never
+ * larger than the window, whatever max_pages allows. */
+static void set_read_ahead(struct fs *f)
+{
+	char path[96], val[32];
+	_cleanup_close_ int fd = -1;
+
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(f->dev),
+	         minor(f->dev));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	snprintf(val, sizeof(val), "%u", FS_READ_AHEAD_KB);
+	if (fd < 0 || write_full(fd, val, strlen(val)) < 0)
+		log_msg(LOG_WARN, "mount '%s': cannot set %s: %s", f->mountpoint, path,
+		        strerror(errno));
+}
+
+int fs_mount(const struct fs_params *p, struct fs **ret)
+{
+	_cleanup_free_ char *opts = NULL;
+	struct fs *f;
+	char hexpfx[13];
+	int r;
+
+	if (!p->mountpoint || !p->image || !p->index_hex || !p->cache || !p->loop)
+		return -EINVAL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->p = *p;
+	f->slot = -1;
+	f->mountpoint = realpath(p->mountpoint, NULL);
+	if (!f->mountpoint) {
+		r = log_errno(-errno, "mount '%s'", p->mountpoint);
+		goto fail;
+	}
+	f->index_hex = strdup(p->index_hex);
+	image_get_info(p->image, &f->info);
+	f->parent = calloc(f->info.inodes + 1, sizeof(*f->parent));
+	if (!f->index_hex || !f->parent) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	f->p.mountpoint = f->mountpoint;
+	f->p.index_hex = f->index_hex;
+
+	snprintf(hexpfx, sizeof(hexpfx), "%.12s", p->index_hex);
+	if (asprintf(&opts, "ro,default_permissions,%s%s,%s,fsname=lazyroot:%s,subtype=lazyroot",
+	             p->allow_other ? "allow_other," : "", p->suid ? "suid" : "nosuid",
+	             p->dev ? "dev" : "nodev", hexpfx) < 0) {
+		opts = NULL;
+		r = -ENOMEM;
+		goto fail;
+	}
+	{
+		char *argv[] = { "lazyroot", "-o", opts, p->debug ? "-d" : NULL, NULL };
+		struct fuse_args args = FUSE_ARGS_INIT(p->debug ? 4 : 3, argv);
+
+		f->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), f);
+		fuse_opt_free_args(&args);
+	}
+	if (!f->se) {
+		r = log_error(-EINVAL, "mount '%s': cannot set up the FUSE session", f->mountpoint);
+		goto fail;
+	}
+	if (fuse_session_mount(f->se, f->mountpoint) != 0) {
+		r = log_error(-EIO, "mount '%s': the FUSE mount failed", f->mountpoint);
+		goto fail;
+	}
+	f->mounted = true;
+	r = fcntl(fuse_session_fd(f->se), F_SETFL,
+	          fcntl(fuse_session_fd(f->se), F_GETFL) | O_NONBLOCK);
+	if (r < 0) {
+		r = log_errno(-errno, "mount '%s': making the FUSE device non-blocking",
+		              f->mountpoint);
+		goto fail;
+	}
+	/* From mountinfo, not stat(): the mount answers only once the loop runs. */
+	if (fs_find_mount(f->mountpoint, &f->dev) == 0)
+		set_read_ahead(f);
+	f->slot = cache_image_register(p->cache, p->index_hex, f->info.data_bytes, f->mountpoint);
+	if (f->slot < 0) {
+		log_msg(LOG_WARN, "mount '%s': no counter slot left; the image is not counted alone",
+		        f->mountpoint);
+		f->slot = -1;
+	}
+	fs_arm(f);
+	if (f->finished) {
+		r = -EIO;
+		goto fail;
+	}
+	*ret = f;
+	return 0;
+fail:
+	fs_free(f);
+	return r;
+}
+
+bool fs_finished(const struct fs *f)
+{
+	return f->finished;
+}
+
+/* Abort the connection through fusectl: a lazily detached mount that is
+ * still in use would otherwise keep the session alive. */
+static void abort_connection(struct fs *f)
+{
+	char path[96];
+	_cleanup_close_ int fd = -1;
+
+	if (!f->dev)
+		return;
+	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(f->dev));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0)
+		(void)write_full(fd, "1", 1);
+}
+
+void fs_free(struct fs *f)
+{
+	if (!f)
+		return;
+	if (f->se && f->mounted && !f->finished) {
+		fuse_session_unmount(f->se);
+		abort_connection(f);
+	}
+	/* Reads in flight write into their buffers and reply through the
+	 * session; the pending poll holds f: both must complete first.  After
+	 * the unmount the poll reports the connection's end — at once, or, when
+	 * the detached mount is still in use and fusectl is not mounted, once
+	 * its last user lets go (requests are served until then). */
+	while (f->reads_inflight || f->polling)
+		if (loop_run_once(f->p.loop, true) < 0)
+			break;
+	if (f->slot >= 0)
+		cache_image_unregister(f->p.cache, f->slot);
+	if (f->se)
+		fuse_session_destroy(f->se);
+	free(f->rbuf.mem);
+	free(f->parent);
+	free(f->index_hex);
+	free(f->mountpoint);
+	free(f);
+}

@@ -7,6 +7,8 @@
 
 int cmd_build(int argc, char **argv);
 int cmd_image(int argc, char **argv);
+int cmd_mount(int argc, char **argv);
+int cmd_umount(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 
 /* The store URL: the --store value if given, else $LAZYROOT_STORE, else the

@@ -1,0 +1,634 @@
+/*
+ * mount.c — `lazyroot mount REF MOUNTPOINT` and `lazyroot umount MOUNTPOINT`.
+ *
+ * The daemon is an ordered list of steps that fail fast: resolve REF, open
+ * the loop, the store and the cache, get the index (from DIR/indexes/<hex>
+ * when an earlier mount kept it, else from the store, verified against its
+ * name either way), mount, then serve until the session ends or a signal
+ * asks it to unmount.
+ *
+ * Readiness, not sleeps: in the background mode the parent forks the daemon
+ * with its stderr on a pipe.  The daemon writes its error lines there as they
+ * happen; once mounted it writes a single NUL byte and moves its stderr to
+ * DIR/daemon.log.  The parent relays what it read, and on the NUL checks that
+ * MOUNTPOINT now answers as a lazyroot root (a stat the daemon serves) before
+ * it exits 0.  EOF without the NUL means the daemon failed: exit non-zero.
+ *
+ * The daemon records its pid in DIR/mounts/<major>:<minor> (the mount's
+ * device); `lazyroot umount` finds it there, unmounts and waits on a pidfd
+ * until the daemon is gone.
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+
+#include "cache/cache.h"
+#include "fs/fs.h"
+#include "image/image.h"
+#include "lib/lib.h"
+#include "lib/loop.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
+#define MOUNT_DEFAULT_READAHEAD 4   /* chunks fetched ahead of a sequential reader */
+#define MOUNT_LOOP_ENTRIES 256
+
+static void mount_usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot mount REF MOUNTPOINT [OPTIONS]\n"
+	        "\n"
+	        "Show the image REF (NAME[:TAG] or an index name) read-only at MOUNTPOINT,\n"
+	        "fetching chunks from the store only when they are first read and keeping\n"
+	        "them in the node-local cache.  Returns once the mount answers; the daemon\n"
+	        "then runs in the background until `lazyroot umount MOUNTPOINT`.\n"
+	        "\n"
+	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --cache DIR        node-local cache directory (default %s)\n"
+	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
+	        "  --readahead N      chunks fetched ahead of a sequential reader (default %d)\n"
+	        "  --suid             honour setuid/setgid bits (default: nosuid)\n"
+	        "  --dev              honour device nodes (default: nodev)\n"
+	        "  --no-allow-other   only the mounting user may use the mount\n"
+	        "  -f, --foreground   stay in the foreground\n"
+	        "  --debug            FUSE debug output on stderr (implies -f)\n"
+	        "  -h, --help         this text\n",
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD);
+}
+
+struct mount_opts {
+	const char *ref, *mountpoint, *store_url, *cache_dir;
+	uint64_t cache_size;
+	unsigned readahead;
+	bool foreground, debug, suid, dev, allow_other;
+};
+
+/* A mapped index file and the reader over it. */
+struct index_map {
+	void *data;
+	size_t len;
+	struct image *img;
+};
+
+static void index_map_free(struct index_map *m)
+{
+	image_free(m->img);
+	if (m->data)
+		munmap(m->data, m->len);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Map path and check that its bytes hash to hex: -EBADMSG when they do not. */
+static int index_map_open(const char *path, const char *hex, struct index_map *m)
+{
+	_cleanup_close_ int fd = -1;
+	uint8_t want[HASH_SIZE], got[HASH_SIZE];
+	struct stat st;
+	int r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_size == 0)
+		return -EBADMSG;
+	m->len = (size_t)st.st_size;
+	m->data = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m->data == MAP_FAILED) {
+		m->data = NULL;
+		return -errno;
+	}
+	hash128(m->data, m->len, got);
+	if (hex_decode(hex, want, HASH_SIZE) < 0 || memcmp(want, got, HASH_SIZE))
+		return -EBADMSG;
+	r = image_open_mem(m->data, m->len, &m->img);
+	if (r == 0)
+		r = image_verify(m->img);
+	return r;
+}
+
+/* The index named hex: from the cache directory when an earlier mount kept
+ * it, else fetched from the store (which checks it against its name) and
+ * kept for the next mount. */
+static int load_index(struct store *s, const char *cache_dir, const char *hex,
+                      struct index_map *m)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char dir[PATH_MAX], path[PATH_MAX + HASH_HEX_SIZE];
+	int r;
+
+	if (snprintf(dir, sizeof(dir), "%s/indexes", cache_dir) >= (int)sizeof(dir))
+		return log_error(-ENAMETOOLONG, "cache '%s': path too long", cache_dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, hex);
+	r = index_map_open(path, hex, m);
+	if (r == 0)
+		return 0;
+	index_map_free(m);
+	if (r != -ENOENT)
+		log_msg(LOG_WARN, "index %s: the cached copy is unusable (%s); fetching it again", hex,
+		        strerror(-r));
+	r = store_get_index(s, hex, &b);
+	if (r < 0)
+		return r;
+	r = mkdir_p(dir, 0755);
+	if (r == 0)
+		r = write_file_atomic(path, b.data, b.len, 0644);
+	if (r < 0)
+		return log_errno(r, "index %s: writing `%s`", hex, path);
+	r = index_map_open(path, hex, m);
+	if (r < 0)
+		return log_errno(r, "index %s: the index is corrupt", hex);
+	return 0;
+}
+
+static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/mounts/%u:%u", cache_dir, major(dev), minor(dev));
+}
+
+static int write_pid_file(const char *cache_dir, dev_t dev, char *path, size_t pathlen)
+{
+	char dir[PATH_MAX], line[32];
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s/mounts", cache_dir);
+	pid_path(cache_dir, dev, path, pathlen);
+	snprintf(line, sizeof(line), "%d\n", (int)getpid());
+	r = mkdir_p(dir, 0755);
+	if (r == 0)
+		r = write_file_atomic(path, line, strlen(line), 0644);
+	if (r < 0)
+		return log_errno(r, "writing pid file `%s`", path);
+	return 0;
+}
+
+/* ---- the daemon ----------------------------------------------------------- */
+
+struct daemon_state {
+	int sfd;            /* signalfd for SIGTERM, SIGINT, SIGHUP, SIGUSR1 */
+	bool polling;       /* a loop_poll on sfd is pending */
+	bool stop;
+};
+
+static void on_signal(void *ud, int res)
+{
+	struct daemon_state *d = ud;
+	struct signalfd_siginfo si;
+
+	d->polling = false;
+	while (read(d->sfd, &si, sizeof(si)) == sizeof(si))
+		if (si.ssi_signo != SIGUSR1)
+			d->stop = true;
+}
+
+static int arm_signals(struct loop *l, struct daemon_state *d)
+{
+	int r = loop_poll(l, d->sfd, POLLIN, on_signal, d);
+
+	if (r == 0)
+		d->polling = true;
+	return r;
+}
+
+/* After a successful mount: tell the parent (the NUL byte), then move stderr
+ * off its pipe so that nobody waits on the daemon's stderr. */
+static void signal_ready(int notify_fd, const char *cache_dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (notify_fd < 0)
+		return;
+	(void)write_full(notify_fd, "", 1);
+	snprintf(path, sizeof(path), "%s/daemon.log", cache_dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+}
+
+/* Mount and serve until the session ends or a signal stops it.  notify_fd:
+ * the parent's pipe (stderr is on it too), or -1 in the foreground. */
+static int serve(const struct mount_opts *o, int notify_fd)
+{
+	struct daemon_state d = { .sfd = -1 };
+	struct index_map im = { 0 };
+	struct loop *l = NULL;
+	struct store *s = NULL;
+	struct cache *c = NULL;
+	struct fs *f = NULL;
+	char hex[HASH_HEX_SIZE], pidfile[PATH_MAX] = "", *mnt = NULL;
+	sigset_t mask;
+	dev_t dev;
+	int r;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	mnt = realpath(o->mountpoint, NULL);
+	if (!mnt) {
+		r = log_errno(-errno, "mount '%s'", o->mountpoint);
+		goto out;
+	}
+	r = loop_new(MOUNT_LOOP_ENTRIES, &l);
+	if (r < 0) {
+		log_errno(r, "mount '%s': creating the io_uring loop", mnt);
+		goto out;
+	}
+	r = store_open(tools_store_url(o->store_url), &s);
+	if (r < 0)
+		goto out;
+	r = store_set_loop(s, l);
+	if (r < 0) {
+		log_errno(r, "store '%s': attaching it to the loop", store_url(s));
+		goto out;
+	}
+	r = store_resolve(s, o->ref, hex);
+	if (r < 0)
+		goto out;
+	{
+		struct cache_params cp = { .dir = o->cache_dir, .limit = o->cache_size };
+
+		r = cache_open(&cp, l, &c);
+		if (r < 0) {
+			log_errno(r, "cache '%s'", o->cache_dir);
+			goto out;
+		}
+	}
+	r = load_index(s, o->cache_dir, hex, &im);
+	if (r < 0)
+		goto out;
+	{
+		struct fs_params fp = {
+			.mountpoint = mnt,
+			.image = im.img,
+			.index_hex = hex,
+			.store = s,
+			.cache = c,
+			.loop = l,
+			.allow_other = o->allow_other,
+			.suid = o->suid,
+			.dev = o->dev,
+			.readahead_chunks = o->readahead,
+			.debug = o->debug,
+		};
+
+		r = fs_mount(&fp, &f);
+		if (r < 0)
+			goto out;
+	}
+	if (fs_find_mount(mnt, &dev) == 0)
+		(void)write_pid_file(o->cache_dir, dev, pidfile, sizeof(pidfile));
+
+	d.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d.sfd < 0 || arm_signals(l, &d) < 0) {
+		r = log_errno(d.sfd < 0 ? -errno : -EIO, "mount '%s': watching signals", mnt);
+		goto out;
+	}
+	signal_ready(notify_fd, o->cache_dir);
+
+	while (!d.stop && !fs_finished(f)) {
+		r = loop_run_once(l, true);
+		if (r < 0 && r != -EINTR) {
+			log_errno(r, "mount '%s': running the loop", mnt);
+			break;
+		}
+		if (!d.polling && !d.stop)
+			(void)arm_signals(l, &d);
+	}
+	r = 0;
+out:
+	fs_free(f);  /* unmounts if a signal ended us */
+	if (*pidfile)
+		unlink(pidfile);
+	if (d.polling) {
+		/* Complete our own pending poll so that the loop is idle when freed. */
+		kill(getpid(), SIGUSR1);
+		while (d.polling && loop_run_once(l, true) >= 0)
+			;
+	}
+	if (d.sfd >= 0)
+		close(d.sfd);
+	cache_free(c);
+	store_free(s);
+	loop_free(l);
+	index_map_free(&im);
+	free(mnt);
+	return r < 0 ? 1 : 0;
+}
+
+/* ---- the parent ------------------------------------------------------------ */
+
+/* Is mountpoint a lazyroot mount that answers?  stat() reaches the daemon. */
+static int check_mounted(const char *mountpoint)
+{
+	_cleanup_free_ char *mnt = realpath(mountpoint, NULL);
+	struct statfs sfs;
+	struct stat st;
+	dev_t dev;
+
+	if (!mnt || stat(mnt, &st) < 0 || statfs(mnt, &sfs) < 0)
+		return log_errno(-errno, "mount '%s': the mount does not answer", mountpoint);
+	if (sfs.f_type != FUSE_SUPER_MAGIC || st.st_ino != IMAGE_ROOT_INO ||
+	    fs_find_mount(mnt, &dev) < 0 || dev != st.st_dev)
+		return log_error(-EIO, "mount '%s': not a lazyroot mount after mounting", mountpoint);
+	return 0;
+}
+
+static int run_background(const struct mount_opts *o)
+{
+	_cleanup_(buf_freep) struct buf msg = BUF_INIT;
+	int p[2], status, devnull;
+	bool ready = false;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return log_errno(-errno, "mount: pipe");
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return log_errno(-errno, "mount: fork");
+	if (pid == 0) {
+		close(p[0]);
+		setsid();
+		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO);
+			close(devnull);
+		}
+		dup2(p[1], STDERR_FILENO);
+		if (chdir("/") < 0)
+			_exit(1);
+		_exit(serve(o, p[1]));
+	}
+	close(p[1]);
+	for (;;) {
+		char b[512];
+		ssize_t n = read(p[0], b, sizeof(b));
+		char *nul;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		nul = memchr(b, 0, (size_t)n);
+		if (buf_append(&msg, b, nul ? (size_t)(nul - b) : (size_t)n) < 0)
+			break;
+		if (nul) {
+			ready = true;
+			break;
+		}
+	}
+	close(p[0]);
+	if (msg.len)
+		fwrite(msg.data, 1, msg.len, stderr);
+	if (!ready) {
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!msg.len)
+			log_error(-EIO, "mount '%s': the daemon failed", o->mountpoint);
+		return 1;
+	}
+	return check_mounted(o->mountpoint) < 0 ? 1 : 0;
+}
+
+int cmd_mount(int argc, char **argv)
+{
+	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG };
+	static const struct option opts[] = {
+		{ "store", required_argument, NULL, O_STORE },
+		{ "cache", required_argument, NULL, O_CACHE },
+		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
+		{ "readahead", required_argument, NULL, O_READAHEAD },
+		{ "suid", no_argument, NULL, O_SUID },
+		{ "dev", no_argument, NULL, O_DEV },
+		{ "no-allow-other", no_argument, NULL, O_NOALLOW },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "debug", no_argument, NULL, O_DEBUG },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct mount_opts o = {
+		.cache_dir = CACHE_DEFAULT_DIR,
+		.cache_size = CACHE_DEFAULT_LIMIT,
+		.readahead = MOUNT_DEFAULT_READAHEAD,
+		.allow_other = true,
+	};
+	struct stat st;
+	uint64_t v;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_STORE: o.store_url = optarg; break;
+		case O_CACHE: o.cache_dir = optarg; break;
+		case O_CACHE_SIZE:
+			if (parse_size(optarg, &o.cache_size) < 0 || o.cache_size == 0) {
+				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
+				return 2;
+			}
+			break;
+		case O_READAHEAD:
+			if (parse_uint(optarg, 1024, &v) < 0) {
+				log_error(-EINVAL, "--readahead '%s': want 0 to 1024 chunks", optarg);
+				return 2;
+			}
+			o.readahead = (unsigned)v;
+			break;
+		case O_SUID: o.suid = true; break;
+		case O_DEV: o.dev = true; break;
+		case O_NOALLOW: o.allow_other = false; break;
+		case 'f': o.foreground = true; break;
+		case O_DEBUG: o.debug = o.foreground = true; break;
+		case 'h': mount_usage(stdout); return 0;
+		default: mount_usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 2) {
+		mount_usage(stderr);
+		return 2;
+	}
+	o.ref = argv[optind];
+	o.mountpoint = argv[optind + 1];
+	if (stat(o.mountpoint, &st) < 0) {
+		log_errno(-errno, "mount '%s'", o.mountpoint);
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		log_error(-ENOTDIR, "mount '%s': not a directory", o.mountpoint);
+		return 1;
+	}
+	if (o.foreground)
+		return serve(&o, -1);
+	return run_background(&o);
+}
+
+/* ---- umount ------------------------------------------------------------------ */
+
+static void umount_usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot umount MOUNTPOINT [--cache DIR]\n"
+	        "\n"
+	        "Unmount a lazyroot mount and wait until its daemon has exited.\n"
+	        "\n"
+	        "  --cache DIR   the cache directory the mount was made with (default %s)\n"
+	        "  -h, --help    this text\n",
+	        CACHE_DEFAULT_DIR);
+}
+
+/* The absolute path of mountpoint without asking the mounted filesystem
+ * (whose daemon may be gone): resolve its parent, append its name. */
+static int canonical_mountpoint(const char *mountpoint, char *out, size_t outlen)
+{
+	_cleanup_free_ char *a = strdup(mountpoint), *b = strdup(mountpoint), *parent = NULL;
+	const char *base;
+
+	if (!a || !b)
+		return -ENOMEM;
+	while (strlen(a) > 1 && a[strlen(a) - 1] == '/')
+		a[strlen(a) - 1] = 0;
+	strcpy(b, a);
+	base = basename(b);
+	parent = realpath(dirname(a), NULL);
+	if (!parent)
+		return -errno;
+	if (!strcmp(base, "/"))
+		return snprintf(out, outlen, "/") >= (int)outlen ? -ENAMETOOLONG : 0;
+	if (snprintf(out, outlen, "%s/%s", strcmp(parent, "/") ? parent : "", base) >= (int)outlen)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* A pidfd for the daemon recorded for dev, or -1 when none is running. */
+static int daemon_pidfd(const char *cache_dir, dev_t dev)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT, comm = BUF_INIT;
+	char path[PATH_MAX];
+	uint64_t pid;
+	int fd;
+
+	pid_path(cache_dir, dev, path, sizeof(path));
+	if (read_file(path, 64, &b) < 0)
+		return -1;
+	while (b.len && b.data[b.len - 1] == '\n')
+		b.data[--b.len] = 0;
+	if (parse_uint((char *)b.data, INT32_MAX, &pid) < 0 || pid == 0)
+		return -1;
+	fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	if (fd < 0)
+		return -1;
+	/* The pidfd pins the process: check, after opening it, that the pid
+	 * was not reused by something else since the file was written. */
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (read_file(path, 64, &comm) < 0 || strncmp((char *)comm.data, "lazyroot", 8)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int unmount_path(const char *mnt)
+{
+	pid_t pid;
+	int status;
+
+	if (geteuid() == 0) {
+		if (umount2(mnt, UMOUNT_NOFOLLOW) < 0)
+			return log_errno(-errno, "umount '%s'", mnt);
+		return 0;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return log_errno(-errno, "umount '%s': fork", mnt);
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "--", mnt, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return log_errno(-errno, "umount '%s': waiting for fusermount3", mnt);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return log_error(-EIO, "umount '%s': fusermount3 -u failed", mnt);
+	return 0;
+}
+
+int cmd_umount(int argc, char **argv)
+{
+	enum { O_CACHE = 256 };
+	static const struct option opts[] = {
+		{ "cache", required_argument, NULL, O_CACHE },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *cache_dir = CACHE_DEFAULT_DIR;
+	_cleanup_close_ int pidfd = -1;
+	char mnt[PATH_MAX];
+	dev_t dev;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_CACHE: cache_dir = optarg; break;
+		case 'h': umount_usage(stdout); return 0;
+		default: umount_usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		umount_usage(stderr);
+		return 2;
+	}
+	r = canonical_mountpoint(argv[optind], mnt, sizeof(mnt));
+	if (r < 0) {
+		log_errno(r, "umount '%s'", argv[optind]);
+		return 1;
+	}
+	if (fs_find_mount(mnt, &dev) < 0) {
+		log_error(-EINVAL, "umount '%s': not a lazyroot mount", argv[optind]);
+		return 1;
+	}
+	pidfd = daemon_pidfd(cache_dir, dev);
+	if (unmount_path(mnt) < 0)
+		return 1;
+	if (pidfd < 0) {
+		log_msg(LOG_WARN, "umount '%s': no daemon recorded under '%s/mounts'; not waiting",
+		        argv[optind], cache_dir);
+		return 0;
+	}
+	for (;;) {
+		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+		if (poll(&pfd, 1, -1) >= 0)
+			break;
+		if (errno != EINTR) {
+			log_errno(-errno, "umount '%s': waiting for the daemon", argv[optind]);
+			return 1;
+		}
+	}
+	return 0;
+}

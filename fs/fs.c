@@ -15,7 +15,8 @@
  *    verified;
  *  - the image is immutable, so the kernel may keep entries, attributes,
  *    directory listings and pages for as long as it likes (timeouts of
- *    FS_TIMEOUT, keep_cache, cache_readdir);
+ *    FS_TIMEOUT, keep_cache, cache_readdir — the kernel's default for
+ *    directories once opendir has answered ENOSYS);
  *  - image inode numbers are FUSE node ids (the root is 1 in both), so lookup
  *    counts need no bookkeeping and forget frees nothing;
  *  - a struct fs is not freed while a read of it is in flight or its session
@@ -217,22 +218,12 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_readlink(req, s);
 }
 
+/* No OPENDIR round trip: answering ENOSYS once makes the kernel open every
+ * directory itself, with keep_cache and cache_readdir, and send no
+ * RELEASEDIR either — two requests fewer per directory of a walk. */
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *f = fuse_req_userdata(req);
-	struct image_stat is;
-	int r;
-
-	r = image_getattr(f->p.image, ino, &is);
-	if (r == 0 && !S_ISDIR(is.mode))
-		r = -ENOTDIR;
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	fi->keep_cache = 1;
-	fi->cache_readdir = 1;
-	fuse_reply_open(req, fi);
+	fuse_reply_err(req, ENOSYS);
 }
 
 /*
@@ -316,11 +307,6 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
                            struct fuse_file_info *fi)
 {
 	fs_readdir_common(req, ino, size, off, true);
-}
-
-static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, 0);
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -742,7 +728,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.opendir = fs_opendir,
 	.readdir = fs_readdir,
 	.readdirplus = fs_readdirplus,
-	.releasedir = fs_releasedir,
 	.open = fs_open,
 	.read = fs_read,
 	.release = fs_release,

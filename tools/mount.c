@@ -323,11 +323,15 @@ out:
 	if (*pidfile)
 		unlink(pidfile);
 	if (d.polling) {
-		/* Complete our own pending poll so that the loop is idle when freed. */
+		/* Complete our own pending poll so that the loop can go idle. */
 		kill(getpid(), SIGUSR1);
 		while (d.polling && loop_run_once(l, true) >= 0)
 			;
 	}
+	/* Read-ahead fetches may still be in flight: the cache and the loop
+	 * are freed only once nothing is. */
+	while (l && loop_pending(l) && loop_run_once(l, true) >= 0)
+		;
 	if (d.sfd >= 0)
 		close(d.sfd);
 	cache_free(c);

@@ -28,6 +28,7 @@
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <poll.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -66,6 +67,7 @@ struct fs {
 	unsigned reads_inflight;        /* struct fs_read not yet answered */
 	bool polling;                   /* a loop_poll on the session fd is pending */
 	bool mounted, finished;
+	bool fd_closed;                 /* libfuse closed the session fd while unmounting */
 };
 
 /* Per open file: where the last read ended, to tell sequential from random. */
@@ -760,6 +762,10 @@ static void fs_on_readable(void *ud, int res)
 	struct fs *f = ud;
 
 	f->polling = false;
+	if (f->fd_closed) {
+		f->finished = true;
+		return;
+	}
 	for (;;) {
 		int r = fuse_session_receive_buf(f->se, &f->rbuf);
 
@@ -963,7 +969,13 @@ void fs_free(struct fs *f)
 	if (!f)
 		return;
 	if (f->se && f->mounted && !f->finished) {
-		fuse_session_unmount(f->se);
+		/* Detach, keeping the session fd: a mount still in use goes on
+		 * being served until its last user lets go.  libfuse's own
+		 * unmount (for users who need fusermount3) closes the fd. */
+		if (geteuid() != 0 || umount2(f->mountpoint, MNT_DETACH) < 0) {
+			f->fd_closed = true;
+			fuse_session_unmount(f->se);
+		}
 		abort_connection(f);
 	}
 	/* Reads in flight write into their buffers and reply through the

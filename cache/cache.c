@@ -608,6 +608,8 @@ static void write_failed(struct flight *f, int err)
 
 	if (err != -ENOSPC && err != -EDQUOT)
 		log_errno(err, "cache: writing chunk file %s", f->rel);
+	else
+		stat_add(&c->st->memory_served, 1);  /* its readers were served from memory */
 	if (f->fd >= 0) {
 		close(f->fd);
 		f->fd = -1;

@@ -14,17 +14,6 @@
 #include "lib/lib.h"
 #include "tools/tools.h"
 
-static const char *cache_dir(const char *opt)
-{
-	const char *env = getenv("LAZYROOT_CACHE");
-
-	if (opt && *opt)
-		return opt;
-	if (env && *env)
-		return env;
-	return CACHE_DEFAULT_DIR;
-}
-
 static int map_stats(const char *dir, const struct cache_stats **st)
 {
 	int r = cache_stats_map(dir, st);
@@ -313,7 +302,7 @@ static int cache_stats_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache stats: --json and --prometheus exclude each other");
 		return 2;
 	}
-	dir = cache_dir(dir);
+	dir = tools_cache_dir(dir);
 	r = map_stats(dir, &st);
 	if (r < 0)
 		return 1;
@@ -367,7 +356,7 @@ static int cache_verify_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache verify: unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
-	dir = cache_dir(dir);
+	dir = tools_cache_dir(dir);
 	r = cache_verify(dir, &checked, &dropped);
 	if (r < 0) {
 		log_errno(r, "cache '%s': verify", dir);
@@ -434,7 +423,7 @@ static int cache_trim_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache trim: invalid size '%s'", to);
 		return 2;
 	}
-	dir = cache_dir(dir);
+	dir = tools_cache_dir(dir);
 	r = cache_trim(dir, bytes, &freed);
 	if (r < 0) {
 		log_errno(r, "cache '%s': trim", dir);
@@ -457,6 +446,7 @@ static const struct subcommand {
 	{ "stats", cache_stats_cmd, "counters as a table, JSON or Prometheus text" },
 	{ "verify", cache_verify_cmd, "re-hash every chunk file, drop those that fail" },
 	{ "trim", cache_trim_cmd, "delete least recently used chunks down to a size" },
+	{ "prefetch", cmd_cache_prefetch, "fetch an image's chunks (or some paths') ahead of use" },
 };
 
 static void usage(FILE *f)

@@ -1,5 +1,6 @@
 /* common.c — option helpers shared by the subcommands. */
 #include "lib/lib.h"
+#include "cache/cache.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -12,6 +13,17 @@ const char *tools_store_url(const char *opt)
 	if (env && *env)
 		return env;
 	return STORE_DEFAULT_URL;
+}
+
+const char *tools_cache_dir(const char *opt)
+{
+	const char *env = getenv("LAZYROOT_CACHE");
+
+	if (opt && *opt)
+		return opt;
+	if (env && *env)
+		return env;
+	return CACHE_DEFAULT_DIR;
 }
 
 void tools_json_string(FILE *f, const char *s, size_t len)

@@ -56,7 +56,7 @@ static void mount_usage(FILE *f)
 	        "then runs in the background until `lazyroot umount MOUNTPOINT`.\n"
 	        "\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
-	        "  --cache DIR        node-local cache directory (default %s)\n"
+	        "  --cache DIR        node-local cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
 	        "  --readahead N      chunks fetched ahead of a sequential reader (default %d)\n"
 	        "  --suid             honour setuid/setgid bits (default: nosuid)\n"
@@ -74,85 +74,6 @@ struct mount_opts {
 	unsigned readahead;
 	bool foreground, debug, suid, dev, allow_other;
 };
-
-/* A mapped index file and the reader over it. */
-struct index_map {
-	void *data;
-	size_t len;
-	struct image *img;
-};
-
-static void index_map_free(struct index_map *m)
-{
-	image_free(m->img);
-	if (m->data)
-		munmap(m->data, m->len);
-	memset(m, 0, sizeof(*m));
-}
-
-/* Map path and check that its bytes hash to hex: -EBADMSG when they do not. */
-static int index_map_open(const char *path, const char *hex, struct index_map *m)
-{
-	_cleanup_close_ int fd = -1;
-	uint8_t want[HASH_SIZE], got[HASH_SIZE];
-	struct stat st;
-	int r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (st.st_size == 0)
-		return -EBADMSG;
-	m->len = (size_t)st.st_size;
-	m->data = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (m->data == MAP_FAILED) {
-		m->data = NULL;
-		return -errno;
-	}
-	hash128(m->data, m->len, got);
-	if (hex_decode(hex, want, HASH_SIZE) < 0 || memcmp(want, got, HASH_SIZE))
-		return -EBADMSG;
-	r = image_open_mem(m->data, m->len, &m->img);
-	if (r == 0)
-		r = image_verify(m->img);
-	return r;
-}
-
-/* The index named hex: from the cache directory when an earlier mount kept
- * it, else fetched from the store (which checks it against its name) and
- * kept for the next mount. */
-static int load_index(struct store *s, const char *cache_dir, const char *hex,
-                      struct index_map *m)
-{
-	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	char dir[PATH_MAX], path[PATH_MAX + HASH_HEX_SIZE];
-	int r;
-
-	if (snprintf(dir, sizeof(dir), "%s/indexes", cache_dir) >= (int)sizeof(dir))
-		return log_error(-ENAMETOOLONG, "cache '%s': path too long", cache_dir);
-	snprintf(path, sizeof(path), "%s/%s", dir, hex);
-	r = index_map_open(path, hex, m);
-	if (r == 0)
-		return 0;
-	index_map_free(m);
-	if (r != -ENOENT)
-		log_msg(LOG_WARN, "index %s: the cached copy is unusable (%s); fetching it again", hex,
-		        strerror(-r));
-	r = store_get_index(s, hex, &b);
-	if (r < 0)
-		return r;
-	r = mkdir_p(dir, 0755);
-	if (r == 0)
-		r = write_file_atomic(path, b.data, b.len, 0644);
-	if (r < 0)
-		return log_errno(r, "index %s: writing `%s`", hex, path);
-	r = index_map_open(path, hex, m);
-	if (r < 0)
-		return log_errno(r, "index %s: the index is corrupt", hex);
-	return 0;
-}
 
 static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
 {
@@ -435,7 +356,7 @@ int cmd_mount(int argc, char **argv)
 		{ 0 }
 	};
 	struct mount_opts o = {
-		.cache_dir = CACHE_DEFAULT_DIR,
+		.cache_dir = NULL,
 		.cache_size = CACHE_DEFAULT_LIMIT,
 		.readahead = MOUNT_DEFAULT_READAHEAD,
 		.allow_other = true,
@@ -477,6 +398,7 @@ int cmd_mount(int argc, char **argv)
 	}
 	o.ref = argv[optind];
 	o.mountpoint = argv[optind + 1];
+	o.cache_dir = tools_cache_dir(o.cache_dir);
 	if (stat(o.mountpoint, &st) < 0) {
 		log_errno(-errno, "mount '%s'", o.mountpoint);
 		return 1;
@@ -499,7 +421,7 @@ static void umount_usage(FILE *f)
 	        "\n"
 	        "Unmount a lazyroot mount and wait until its daemon has exited.\n"
 	        "\n"
-	        "  --cache DIR   the cache directory the mount was made with (default %s)\n"
+	        "  --cache DIR   the cache directory the mount was made with (default: $LAZYROOT_CACHE,\n                else %s)\n"
 	        "  -h, --help    this text\n",
 	        CACHE_DEFAULT_DIR);
 }
@@ -589,7 +511,7 @@ int cmd_umount(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *cache_dir = CACHE_DEFAULT_DIR;
+	const char *cache_dir = NULL;
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
 	dev_t dev;
@@ -607,6 +529,7 @@ int cmd_umount(int argc, char **argv)
 		umount_usage(stderr);
 		return 2;
 	}
+	cache_dir = tools_cache_dir(cache_dir);
 	r = canonical_mountpoint(argv[optind], mnt, sizeof(mnt));
 	if (r < 0) {
 		log_errno(r, "umount '%s'", argv[optind]);

@@ -1,0 +1,62 @@
+#!/bin/bash
+# The cache's tools: prefetch (a path, then a whole image; a mount then serves
+# every byte with the store gone), stats as table, JSON and Prometheus text,
+# verify (drops a corrupted chunk file), trim (down to a size).
+. "$(dirname "$0")/../lib/common.sh"
+need_root
+need_cmd python3
+workdir
+store=$WORK/store
+cache=$WORK/cache
+mnt=$WORK/mnt
+mkdir -p "$mnt"
+python3 - "$WORK/src" <<'PY'
+import os, random, sys
+r = random.Random(11)
+root = sys.argv[1]
+for d in ("a", "b"):
+    os.makedirs(os.path.join(root, d))
+    for i in range(6):
+        open(os.path.join(root, d, "f%d" % i), "wb").write(r.randbytes(400_000 + i * 50_000))
+PY
+"$LAZYROOT" build "$WORK/src" --store "dir:$store" --tag tools:1 --no-progress >/dev/null
+json() { "$LAZYROOT" cache stats --cache "$cache" --json |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
+# prefetch of one directory fetches some chunks, not all
+out=$("$LAZYROOT" cache prefetch tools:1 a --store "dir:$store" --cache "$cache" --json)
+log "prefetch a: $out"
+part=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["chunks"])' "$out")
+all=$("$LAZYROOT" image inspect tools:1 --store "dir:$store" --json |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["chunks"])')
+check test "$part" -gt 0
+check test "$part" -lt "$all"
+check_status 1 "$LAZYROOT" cache prefetch tools:1 no/such/path --store "dir:$store" --cache "$cache"
+
+# prefetch of everything, then a mount by index name with the store gone
+out=$("$LAZYROOT" cache prefetch tools:1 --store "dir:$store" --cache "$cache" --json)
+index=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["index"])' "$out")
+mv "$store" "$store.away"
+check "$LAZYROOT" mount "$index" "$mnt" --store "dir:$store" --cache "$cache"
+cleanup_add sh -c "mountpoint -q '$mnt' && umount '$mnt'"
+check diff -r "$WORK/src" "$mnt"
+check test "$(json misses)" = 0
+check test "$(json hits)" -gt 0
+check "$LAZYROOT" umount "$mnt" --cache "$cache"
+mv "$store.away" "$store"
+
+# stats in three forms
+check "$LAZYROOT" cache stats --cache "$cache"
+check bash -c "'$LAZYROOT' cache stats --cache '$cache' --prometheus | grep -q '^lazyroot_cache_hits_total '"
+check bash -c "'$LAZYROOT' cache stats --cache '$cache' --prometheus | grep -q '^# TYPE '"
+
+# verify drops a corrupted file; trim shrinks to a size
+f=$(find "$cache/chunks" -type f | sort | head -1)
+printf 'x' | dd of="$f" bs=1 seek=10 conv=notrunc status=none
+out=$("$LAZYROOT" cache verify --cache "$cache" --json)
+log "verify: $out"
+check test "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["dropped"])' "$out")" = 1
+check_not test -e "$f"
+check "$LAZYROOT" cache trim --to 1M --cache "$cache"
+check test "$(find "$cache/chunks" -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }')" -le $((1 << 20))
+check test "$(json used)" -le $((1 << 20))

@@ -1,0 +1,294 @@
+/*
+ * prefetch.c — `lazyroot cache prefetch REF [PATH…]`: warm a node's cache
+ * before sandboxes arrive.  Fetches every chunk of the image, or of the files
+ * under the given paths, through the same cache the daemons use (safe while
+ * they run), with a bounded number of chunks in flight.
+ */
+#include <getopt.h>
+#include <sys/stat.h>
+
+#include "cache/cache.h"
+#include "image/image.h"
+#include "lib/lib.h"
+#include "lib/loop.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+#define PREFETCH_WINDOW 256
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot cache prefetch REF [PATH…] [OPTIONS]\n"
+	        "\n"
+	        "Fetch the chunks of image REF into the node cache: all of them, or those of\n"
+	        "the files under each PATH (a path inside the image).\n"
+	        "\n"
+	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --cache DIR        cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
+	        "  --json             print a summary as JSON\n"
+	        "  --no-progress      no progress bar even on a terminal\n"
+	        "  -h, --help         this text\n",
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR);
+}
+
+struct prefetch {
+	const struct image *img;
+	struct cache *cache;
+	struct store *store;
+	uint8_t *want;              /* per chunk: 1 when it is to be fetched */
+	uint32_t nchunks, next;     /* next: the next chunk index to consider */
+	uint64_t total, started, done, failed, bytes, total_bytes;
+	uint64_t start_ns, last_draw;
+	bool progress;
+	int first_error;
+};
+
+/* Mark the chunks of ino (and, for a directory, of everything under it). */
+static int mark(struct prefetch *p, uint64_t ino, unsigned depth)
+{
+	struct image_stat st;
+	int r;
+
+	if (depth > 4096)
+		return -ELOOP;
+	r = image_getattr(p->img, ino, &st);
+	if (r < 0)
+		return r;
+	if (S_ISREG(st.mode)) {
+		int64_t n = image_extent_count(p->img, ino);
+
+		for (int64_t i = 0; i < n; i++) {
+			struct image_extent e;
+
+			r = image_extent(p->img, ino, (uint64_t)i, &e);
+			if (r < 0)
+				return r;
+			if (e.chunk < p->nchunks)
+				p->want[e.chunk] = 1;
+		}
+		return n < 0 ? (int)n : 0;
+	}
+	if (!S_ISDIR(st.mode))
+		return 0;
+	for (uint64_t pos = 0;; pos++) {
+		const char *name;
+		size_t len;
+		uint64_t child;
+
+		r = image_readdir(p->img, ino, pos, &name, &len, &child);
+		if (r <= 0)
+			return r;
+		r = mark(p, child, depth + 1);
+		if (r < 0)
+			return r;
+	}
+}
+
+static void draw(struct prefetch *p, bool final)
+{
+	uint64_t now = now_ns();
+	double secs = (double)(now - p->start_ns) / 1e9, rate;
+	char a[32], b[32], eta[32] = "--";
+
+	if (!p->progress || (!final && now - p->last_draw < 100000000ULL))
+		return;
+	p->last_draw = now;
+	rate = secs > 0 ? (double)p->bytes / secs : 0;
+	if (rate > 0 && secs >= 1)
+		snprintf(eta, sizeof(eta), "%.0fs", (double)(p->total_bytes - p->bytes) / rate);
+	fprintf(stderr, "\r\033[K%llu/%llu chunks  %s of %s  %.0f MB/s  ETA %s",
+	        (unsigned long long)p->done, (unsigned long long)p->total,
+	        format_size(p->bytes, a, sizeof(a)), format_size(p->total_bytes, b, sizeof(b)),
+	        rate / 1e6, final ? "0s" : eta);
+	if (final)
+		fputc('\n', stderr);
+}
+
+static void start_more(struct prefetch *p);
+
+struct one {
+	struct prefetch *p;
+	uint32_t size;
+};
+
+static void one_done(void *ud, int res)
+{
+	struct one *o = ud;
+	struct prefetch *p = o->p;
+
+	p->done++;
+	if (res < 0) {
+		p->failed++;
+		if (!p->first_error)
+			p->first_error = res;
+	} else {
+		p->bytes += o->size;
+	}
+	free(o);
+	draw(p, false);
+	start_more(p);
+}
+
+static void start_more(struct prefetch *p)
+{
+	while (p->started - p->done < PREFETCH_WINDOW && p->next < p->nchunks) {
+		uint32_t i = p->next++;
+		struct image_chunk ic;
+		struct cache_chunk cc;
+		struct one *o;
+		int r;
+
+		if (!p->want[i])
+			continue;
+		p->started++;
+		o = malloc(sizeof(*o));
+		r = o ? image_chunk(p->img, i, &ic) : -ENOMEM;
+		if (r == 0) {
+			memcpy(cc.name, ic.name, sizeof(cc.name));
+			cc.size = ic.size;
+			cc.stored_size = ic.stored_size;
+			cc.flags = ic.flags;
+			o->p = p;
+			o->size = ic.size;
+			r = cache_prefetch(p->cache, p->store, &cc, -1, one_done, o);
+		}
+		if (r < 0) {
+			free(o);
+			p->done++;
+			p->failed++;
+			if (!p->first_error)
+				p->first_error = r;
+		}
+	}
+}
+
+int cmd_cache_prefetch(int argc, char **argv)
+{
+	enum { O_STORE = 256, O_CACHE, O_SIZE, O_JSON, O_NOPROG };
+	static const struct option opts[] = {
+		{ "store", required_argument, NULL, O_STORE },
+		{ "cache", required_argument, NULL, O_CACHE },
+		{ "cache-size", required_argument, NULL, O_SIZE },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "no-progress", no_argument, NULL, O_NOPROG },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *store_opt = NULL, *dir = NULL, *ref;
+	struct cache_params cp = { .limit = CACHE_DEFAULT_LIMIT };
+	struct prefetch p = { 0 };
+	struct index_map im = { 0 };
+	struct image_info info;
+	struct store *s = NULL;
+	struct loop *l = NULL;
+	char hex[HASH_HEX_SIZE];
+	bool json = false, noprog = false;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_STORE: store_opt = optarg; break;
+		case O_CACHE: dir = optarg; break;
+		case O_SIZE:
+			if (parse_size(optarg, &cp.limit) < 0) {
+				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
+				return 2;
+			}
+			break;
+		case O_JSON: json = true; break;
+		case O_NOPROG: noprog = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	ref = argv[optind++];
+	cp.dir = tools_cache_dir(dir);
+
+	r = store_open(tools_store_url(store_opt), &s);
+	if (r < 0)
+		return 1;
+	r = store_resolve(s, ref, hex);
+	if (r == 0)
+		r = load_index(s, cp.dir, hex, &im);
+	if (r < 0)
+		goto out;
+	p.img = im.img;
+	image_get_info(im.img, &info);
+	p.nchunks = (uint32_t)info.chunks;
+	p.want = calloc(p.nchunks ? p.nchunks : 1, 1);
+	if (!p.want) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (optind == argc)
+		memset(p.want, 1, p.nchunks);
+	for (; optind < argc; optind++) {
+		uint64_t ino;
+
+		r = image_lookup_path(im.img, argv[optind], &ino);
+		if (r == 0)
+			r = mark(&p, ino, 0);
+		if (r < 0) {
+			log_errno(r, "prefetch '%s': path '%s'", ref, argv[optind]);
+			goto out;
+		}
+	}
+	for (uint32_t i = 0; i < p.nchunks; i++) {
+		struct image_chunk ic;
+
+		if (p.want[i] && image_chunk(im.img, i, &ic) == 0) {
+			p.total++;
+			p.total_bytes += ic.size;
+		}
+	}
+
+	r = loop_new(256, &l);
+	if (r == 0)
+		r = store_set_loop(s, l);
+	if (r == 0)
+		r = cache_open(&cp, l, &p.cache);
+	if (r < 0) {
+		log_errno(r, "cache '%s'", cp.dir);
+		goto out;
+	}
+	p.store = s;
+	p.progress = !noprog && !json && isatty(STDERR_FILENO);
+	p.start_ns = now_ns();
+	start_more(&p);
+	while (p.done < p.total) {
+		r = loop_run_once(l, true);
+		if (r < 0) {
+			log_errno(r, "prefetch '%s': event loop", ref);
+			goto out;
+		}
+	}
+	draw(&p, true);
+	if (json)
+		printf("{\"index\":\"%s\",\"chunks\":%llu,\"bytes\":%llu,\"failed\":%llu,"
+		       "\"seconds\":%.3f}\n", hex, (unsigned long long)p.total,
+		       (unsigned long long)p.bytes, (unsigned long long)p.failed,
+		       (double)(now_ns() - p.start_ns) / 1e9);
+	r = 0;
+	if (p.failed)
+		r = log_errno(p.first_error, "prefetch '%s': %llu of %llu chunks could not be fetched",
+		              ref, (unsigned long long)p.failed, (unsigned long long)p.total);
+out:
+	if (p.cache) {
+		/* let writes of fetched chunks finish before the cache goes */
+		while (l && loop_pending(l) > 0 && loop_run_once(l, true) >= 0)
+			;
+		cache_free(p.cache);
+	}
+	store_free(s);
+	loop_free(l);
+	index_map_free(&im);
+	free(p.want);
+	return r < 0 ? 1 : 0;
+}

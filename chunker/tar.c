@@ -642,17 +642,6 @@ static ssize_t b64_decode(const char *s, size_t len, uint8_t *out)
 	return (ssize_t)n;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* libarchive percent-encodes xattr names in LIBARCHIVE.xattr.NAME. */
 static char *url_decode(const char *s, size_t len)
 {
@@ -662,9 +651,9 @@ static char *url_decode(const char *s, size_t len)
 	if (!out)
 		return NULL;
 	for (i = 0; i < len; i++) {
-		if (s[i] == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 &&
-		    hexval(s[i + 2]) >= 0) {
-			out[n++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+		if (s[i] == '%' && i + 2 < len && hex_digit(s[i + 1]) >= 0 &&
+		    hex_digit(s[i + 2]) >= 0) {
+			out[n++] = (char)(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
 			i += 2;
 		} else {
 			out[n++] = s[i];

@@ -58,7 +58,7 @@ void hex_encode(const uint8_t *in, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-static int hexval(char c)
+int hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -72,7 +72,7 @@ static int hexval(char c)
 int hex_decode(const char *in, uint8_t *out, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
-		int hi = hexval(in[2 * i]), lo = hi < 0 ? -1 : hexval(in[2 * i + 1]);
+		int hi = hex_digit(in[2 * i]), lo = hi < 0 ? -1 : hex_digit(in[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -EINVAL;

@@ -69,6 +69,8 @@ void hash128_final(struct hash128_state *s, uint8_t out[HASH_SIZE]);
 void hash128_free(struct hash128_state *s);
 
 void hex_encode(const uint8_t *in, size_t len, char *out); /* out holds 2*len+1 */
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char c);
 /* Decode exactly 2*len hex digits; -EINVAL on any other character. */
 int hex_decode(const char *in, uint8_t *out, size_t len);
 

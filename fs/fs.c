@@ -15,8 +15,8 @@
  *    verified;
  *  - the image is immutable, so the kernel may keep entries, attributes,
  *    directory listings and pages for as long as it likes (timeouts of
- *    FS_TIMEOUT, keep_cache, cache_readdir — the kernel's default for
- *    directories once opendir has answered ENOSYS);
+ *    FS_TIMEOUT, keep_cache, cache_readdir — the kernel's defaults for files
+ *    and directories once open and opendir have answered ENOSYS);
  *  - image inode numbers are FUSE node ids (the root is 1 in both), so lookup
  *    counts need no bookkeeping and forget frees nothing;
  *  - a struct fs is not freed while a read of it is in flight or its session
@@ -53,6 +53,22 @@
 /* A read continues a sequential run when it starts at most this far past
  * where the last one ended: the kernel's async readahead may overtake. */
 #define FS_SEQ_SLACK (2 * FS_MAX_REQUEST)
+/* Read streams tracked at once (files read concurrently), direct-mapped by
+ * inode: a collision only costs the loser its read-ahead. */
+#define FS_STREAMS 64
+/* Reply buffers of FS_MAX_REQUEST bytes kept for reuse.  malloc hands out
+ * buffers this large as fresh mappings: each 1 MiB read then faulted in and
+ * zeroed 256 pages, and a cold sequential read of cc1 spent a third of the
+ * daemon's time doing so.  Sixteen cover the readahead window in flight. */
+#define FS_SPARE_BUFS 16
+
+/* Per file being read: where the last read ended, to tell sequential from
+ * random.  Kept per inode, not per open file: there is no OPEN (fs_open). */
+struct fs_stream {
+	uint64_t ino;                   /* 0: unused */
+	uint64_t last_end;
+	uint64_t prefetched_to;         /* file offset up to which read-ahead was issued */
+};
 
 struct fs {
 	struct fs_params p;
@@ -65,16 +81,13 @@ struct fs {
 	dev_t dev;                      /* the mount's anonymous device; 0 until known */
 	int slot;                       /* cache counter slot, or -1 */
 	unsigned reads_inflight;        /* struct fs_read not yet answered */
+	struct fs_stream streams[FS_STREAMS];
+	char *spare[FS_SPARE_BUFS];     /* free reply buffers of FS_MAX_REQUEST bytes */
+	unsigned nspare;
 	bool polling;                   /* a loop_poll on the session fd is pending */
 	bool mounted, finished;
 	bool fd_closed;                 /* libfuse closed the session fd while unmounting */
-};
-
-/* Per open file: where the last read ended, to tell sequential from random. */
-struct fs_file {
-	uint64_t last_end;
-	uint64_t prefetched_to;         /* file offset up to which read-ahead was issued */
-	bool seen;
+	bool init_done;                 /* INIT answered: the readahead window may be set */
 };
 
 /* One read in flight: the reply buffer and how many cache pieces are due. */
@@ -88,6 +101,7 @@ struct fs_read {
 };
 
 static void fs_arm(struct fs *f);
+static void set_read_ahead(struct fs *f);
 
 /* ---- attributes --------------------------------------------------------- */
 
@@ -134,6 +148,7 @@ static void note_parent(struct fs *f, uint64_t parent, const struct fuse_entry_p
 
 static void fs_init(void *ud, struct fuse_conn_info *conn)
 {
+	struct fs *f = ud;
 	unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_CACHE_SYMLINKS |
 	                FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_POSIX_ACL;
 
@@ -146,6 +161,7 @@ static void fs_init(void *ud, struct fuse_conn_info *conn)
 	conn->max_background = FS_MAX_BACKGROUND;
 	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
 	conn->time_gran = 1;
+	f->init_done = true;
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -326,7 +342,12 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-/* size 0 asks for the value's length; a value longer than size is ERANGE. */
+/* size 0 asks for the value's length; a value longer than size is ERANGE.
+ * An image without a single xattr answers ENOSYS, once: the kernel then
+ * fails every getxattr itself with EOPNOTSUPP (what a filesystem without
+ * xattrs says) instead of asking.  The kernel caches no xattrs, and overlayfs
+ * asks its lower layer for trusted.overlay.* on every lookup of a new overlay
+ * mount: 122 GETXATTR round trips in a warm python3 start in a chroot. */
 static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fs *f = fuse_req_userdata(req);
@@ -334,6 +355,10 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	size_t len;
 	int r;
 
+	if (f->info.xattrs == 0) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	r = image_getxattr(f->p.image, ino, name, &v, &len);
 	if (r == 0 && size && len > size)
 		r = -ERANGE;
@@ -377,37 +402,14 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 /* ---- files -------------------------------------------------------------- */
 
+/* No OPEN round trip either: answering ENOSYS once makes the kernel open
+ * every file itself, with keep_cache, and send no RELEASE (FUSE's no_open).
+ * A warm python3 start in a chroot over an overlay sent 84 OPEN and 84
+ * RELEASE, each a hop between CPUs.  The mount is read-only, so the kernel
+ * refuses writable opens itself; reads find their stream by inode. */
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *f = fuse_req_userdata(req);
-	struct image_stat is;
-	struct fs_file *ff = NULL;
-	int r;
-
-	r = image_getattr(f->p.image, ino, &is);
-	if (r == 0 && (fi->flags & O_ACCMODE) != O_RDONLY)
-		r = -EROFS;
-	else if (r == 0 && S_ISDIR(is.mode))
-		r = -EISDIR;
-	if (r == 0) {
-		ff = calloc(1, sizeof(*ff));
-		if (!ff)
-			r = -ENOMEM;
-	}
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	fi->fh = (uintptr_t)ff;
-	fi->keep_cache = 1;
-	if (fuse_reply_open(req, fi) < 0)
-		free(ff);  /* the open was interrupted: no release will come */
-}
-
-static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	free((struct fs_file *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
+	fuse_reply_err(req, ENOSYS);
 }
 
 static void to_cache_chunk(const struct image_chunk *ic, struct cache_chunk *cc)
@@ -418,6 +420,24 @@ static void to_cache_chunk(const struct image_chunk *ic, struct cache_chunk *cc)
 	cc->flags = ic->flags;
 }
 
+/* A reply buffer for len bytes: a spare one when len is large. */
+static char *read_buf_get(struct fs *f, size_t len)
+{
+	if (len <= FS_MAX_REQUEST / 4 || len > FS_MAX_REQUEST)
+		return malloc(len);
+	if (f->nspare)
+		return f->spare[--f->nspare];
+	return malloc(FS_MAX_REQUEST);
+}
+
+static void read_buf_put(struct fs *f, char *buf, size_t len)
+{
+	if (len > FS_MAX_REQUEST / 4 && len <= FS_MAX_REQUEST && f->nspare < FS_SPARE_BUFS)
+		f->spare[f->nspare++] = buf;
+	else
+		free(buf);
+}
+
 static void read_finish(struct fs_read *rd)
 {
 	struct fs *f = rd->f;
@@ -426,7 +446,7 @@ static void read_finish(struct fs_read *rd)
 		fuse_reply_err(rd->req, -rd->err);
 	else
 		fuse_reply_buf(rd->req, rd->buf, rd->len);
-	free(rd->buf);
+	read_buf_put(f, rd->buf, rd->len);
 	free(rd);
 	f->reads_inflight--;
 }
@@ -453,7 +473,7 @@ static void prefetch_done(void *ud, int res)
  * readahead_chunks extents past end that were not asked for yet.
  * Cost: O(readahead_chunks + log extents).
  */
-static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_file *ff, uint64_t end)
+static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_stream *st, uint64_t end)
 {
 	const struct image *img = f->p.image;
 	uint32_t last_chunk = IMAGE_CHUNK_NONE;
@@ -472,14 +492,14 @@ static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_file *ff, uint64_
 		if (ex.chunk != last_chunk)
 			chunks++;
 		last_chunk = ex.chunk;
-		if (ex.file_off + ex.len <= ff->prefetched_to)
+		if (ex.file_off + ex.len <= st->prefetched_to)
 			continue;
 		if (image_chunk(img, ex.chunk, &ic) < 0)
 			break;
 		to_cache_chunk(&ic, &cc);
 		if (cache_prefetch(f->p.cache, f->p.store, &cc, f->slot, prefetch_done, NULL) < 0)
 			break;
-		ff->prefetched_to = ex.file_off + ex.len;
+		st->prefetched_to = ex.file_off + ex.len;
 	}
 }
 
@@ -533,11 +553,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	struct fs *f = fuse_req_userdata(req);
-	struct fs_file *ff = (struct fs_file *)(uintptr_t)fi->fh;
+	struct fs_stream *st = &f->streams[ino % FS_STREAMS];
 	struct image_stat is;
 	struct fs_read *rd;
 	uint64_t uoff = (uint64_t)off;
-	bool sequential;
 	int r;
 
 	r = image_getattr(f->p.image, ino, &is);
@@ -555,7 +574,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	rd = calloc(1, sizeof(*rd));
 	if (rd)
-		rd->buf = malloc(size);
+		rd->buf = read_buf_get(f, size);
 	if (!rd || !rd->buf) {
 		if (rd)
 			free(rd);
@@ -573,14 +592,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	/* A read that begins where the previous one ended (give or take the
 	 * kernel's overlapping async readahead) continues a run. */
-	sequential = ff && ff->seen && uoff >= ff->last_end - MIN(ff->last_end, FS_SEQ_SLACK) &&
-	             uoff <= ff->last_end + FS_SEQ_SLACK;
-	if (ff) {
-		ff->last_end = uoff + size;
-		ff->seen = true;
-		if (sequential && r == 0 && f->p.readahead_chunks)
-			read_ahead(f, ino, ff, uoff + size);
-	}
+	if (st->ino != ino)
+		*st = (struct fs_stream){ .ino = ino };
+	else if (uoff >= st->last_end - MIN(st->last_end, FS_SEQ_SLACK) &&
+	         uoff <= st->last_end + FS_SEQ_SLACK && r == 0 && f->p.readahead_chunks)
+		read_ahead(f, ino, st, uoff + size);
+	st->last_end = uoff + size;
 	read_piece_done(rd, 0);
 }
 
@@ -732,7 +749,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.readdirplus = fs_readdirplus,
 	.open = fs_open,
 	.read = fs_read,
-	.release = fs_release,
 	.lseek = fs_lseek,
 	.statfs = fs_statfs,
 	.getxattr = fs_getxattr,
@@ -781,6 +797,10 @@ static void fs_on_readable(void *ud, int res)
 			return;
 		}
 		fuse_session_process_buf(f->se, &f->rbuf);
+		if (f->init_done) {
+			f->init_done = false;
+			set_read_ahead(f);
+		}
 	}
 	fs_arm(f);
 }
@@ -848,12 +868,17 @@ int fs_find_mount(const char *mountpoint, dev_t *ret_dev)
 }
 
 /* Widen the kernel's readahead for this mount: buffered reads are never
- * larger than the window, whatever max_pages allows. */
+ * larger than the window, whatever max_pages allows.  Only once INIT is
+ * answered: the kernel then lowers the window to the max_readahead of the
+ * reply, which libfuse copies from the request (the 128 KiB default); set
+ * before, the window read back 128 KiB on a live mount. */
 static void set_read_ahead(struct fs *f)
 {
 	char path[96], val[32];
 	_cleanup_close_ int fd = -1;
 
+	if (!f->dev)
+		return;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(f->dev),
 	         minor(f->dev));
 	fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -924,8 +949,7 @@ int fs_mount(const struct fs_params *p, struct fs **ret)
 		goto fail;
 	}
 	/* From mountinfo, not stat(): the mount answers only once the loop runs. */
-	if (fs_find_mount(f->mountpoint, &f->dev) == 0)
-		set_read_ahead(f);
+	(void)fs_find_mount(f->mountpoint, &f->dev);
 	f->slot = cache_image_register(p->cache, p->index_hex, f->info.data_bytes, f->mountpoint);
 	if (f->slot < 0) {
 		log_msg(LOG_WARN, "mount '%s': no counter slot left; the image is not counted alone",
@@ -990,6 +1014,8 @@ void fs_free(struct fs *f)
 		cache_image_unregister(f->p.cache, f->slot);
 	if (f->se)
 		fuse_session_destroy(f->se);
+	while (f->nspare)
+		free(f->spare[--f->nspare]);
 	free(f->rbuf.mem);
 	free(f->parent);
 	free(f->index_hex);

@@ -217,6 +217,8 @@ int cmd_cache_prefetch(int argc, char **argv)
 	r = store_resolve(s, ref, hex);
 	if (r == 0)
 		r = load_index(s, cp.dir, hex, &im);
+	if (r == 0)
+		r = index_map_keep(&im);
 	if (r < 0)
 		goto out;
 	p.img = im.img;

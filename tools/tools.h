@@ -28,12 +28,21 @@ struct index_map {
 	void *data;
 	size_t len;
 	struct image *img;
+	int keep_fd;          /* > 0: fetched bytes in an unnamed file, not yet kept */
+	char *keep_path;      /* where index_map_keep() links them */
 };
 
 /* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it,
- * else fetched from the store (checked against its name) and kept there.
- * Logs its errors. */
+ * else fetched from the store (checked against its name), mapped from an
+ * unnamed file in CACHE_DIR/indexes, and kept there by index_map_keep().
+ * Logs its errors.  m must be zeroed. */
 int load_index(struct store *s, const char *cache_dir, const char *hex, struct index_map *m);
+/* Make a fetched index durable and give it its name in the cache, so that the
+ * next mount maps it without a fetch or a hash.  Blocks for an fsync of the
+ * whole index (~100 MB for a million files): a daemon calls it off its loop
+ * thread once it serves.  Nothing to do (0) when the index came from the
+ * cache.  Logs its errors. */
+int index_map_keep(struct index_map *m);
 void index_map_free(struct index_map *m);
 
 /* Print s (len bytes) as a JSON string literal. */

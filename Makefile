@@ -20,7 +20,7 @@ override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 override LDFLAGS += -fsanitize=address,undefined
 endif
 
-PKGS = fuse3 liburing libzstd libcurl zlib
+PKGS = fuse3 liburing libzstd libcurl zlib libseccomp
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 

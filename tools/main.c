@@ -10,6 +10,7 @@ static const struct command {
 	{ "build", cmd_build, "turn a directory, tar, OCI layout or docker archive into an image" },
 	{ "image", cmd_image, "list, inspect and extract images in a store" },
 	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
+	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 };
 
 static void usage(FILE *f)

@@ -72,7 +72,15 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
-tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS)
+# Attack programs run inside sandboxes: static (any root filesystem), never sanitized.
+ATTACK_SRCS = $(wildcard tests/sandbox/*.c)
+ATTACK_BINS = $(ATTACK_SRCS:tests/sandbox/%.c=$(BUILD)/tests/sandbox/%)
+$(BUILD)/tests/sandbox/%: tests/sandbox/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -static -o $@ $<
+
+tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS)
 
 # The whole suite: unit tests, then integration tests against the real binary.
 test: deps-check-test tests-build

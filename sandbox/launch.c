@@ -51,6 +51,7 @@ struct msg {
 
 struct child_ctx {
 	const struct sandbox *sb;
+	const char *name;
 	char *const *argv;
 	int sock, out_w, err_w;
 };
@@ -182,7 +183,7 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 		log_errno(-errno, "cgroup namespace");
 		_exit(SETUP_FAILED);
 	}
-	if (setup_root(sb, &fds[0], fds + 1) < 0)
+	if (setup_root(sb, c->name, &fds[0], fds + 1) < 0)
 		_exit(SETUP_FAILED);
 	set_rlimit(RLIMIT_NOFILE, sb->nofile, "nofile");
 	set_rlimit(RLIMIT_CORE, 0, "core");
@@ -458,7 +459,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		goto restore;
 	}
 	if (pid == 0) {
-		struct child_ctx c = { sb, argv, sp[1], out[1], err[1] };
+		struct child_ctx c = { sb, name, argv, sp[1], out[1], err[1] };
 
 		close(sp[0]);
 		close(out[0]);

@@ -76,11 +76,11 @@ void cgroups_destroy(struct sandbox_cgroups *cg);
 /* ---- the filesystem (setup.c) ------------------------------------------- */
 
 /* Inside the new user and mount namespaces, as the sandbox's init: build the
- * tmpfs, overlay, /proc, /sys, /dev and binds, set the hostname, bring up
+ * tmpfs (its source is name), overlay, /proc, /sys, /dev and binds, set the hostname, bring up
  * the loopback and pivot into the new root.  lower_fd and bind_fds[i] are
  * detached mount trees from the launcher; each is closed and set to -1 once
  * attached. */
-int setup_root(const struct sandbox *sb, int *lower_fd, int *bind_fds);
+int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 

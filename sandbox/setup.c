@@ -4,7 +4,7 @@
  * and names what it was doing; nothing here outlives the mount namespace.
  *
  *   /tmp (of the old root, private to this mount namespace)
- *     tmpfs, size-limited: lower/ (the root filesystem, an idmapped
+ *     tmpfs named after the sandbox, size-limited: lower/ (the root filesystem, an idmapped
  *     read-only mount made by the launcher), upper/, work/, root/ (the
  *     overlay that becomes /)
  *   root/proc        a fresh proc of the sandbox's pid namespace, mounted
@@ -220,7 +220,7 @@ static int loopback_up(void)
 	return 0;
 }
 
-int setup_root(const struct sandbox *sb, int *lower_fd, int *bind_fds)
+int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds)
 {
 	char opts[128];
 	int r;
@@ -228,7 +228,7 @@ int setup_root(const struct sandbox *sb, int *lower_fd, int *bind_fds)
 	r = do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu", (unsigned long long)sb->tmpfs_size);
 	if (r == 0)
-		r = do_mount("lazyroot", BASE, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+		r = do_mount(name, BASE, "tmpfs", MS_NOSUID | MS_NODEV, opts);
 	if (r == 0)
 		r = make_dir(BASE "/lower", 0755);
 	if (r == 0)

@@ -8,7 +8,8 @@
 # test its own sandbox names ($SB_NAME-N) and host id range ($SB_UID_BASE), so that leftovers are
 # found exactly even while other sandboxes run. Provides:
 #   sb_run [RUN OPTIONS] -- CMD...   lazyroot run with this test's name, id range and the attack
-#                                    programs bound read-only at /lr
+#                                    programs bound read-only at /lr; with SB_EXEC=1 it execs
+#                                    (so that `SB_EXEC=1 sb_run ... &` makes $! the launcher)
 #   attack [RUN OPTIONS] -- NAME ARGS...   run tests/sandbox/attack NAME in a sandbox
 #   sb_no_leftovers                  no process in the id range, no cgroup and no mount namespace
 #                                    holding a tmpfs of this test's sandboxes
@@ -28,7 +29,7 @@ sb_run() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
 	[ $# -gt 0 ] && shift
 	_sb_count=$((_sb_count + 1))
-	"$LAZYROOT" run --rootfs "$ROOTFS" --name "$SB_NAME-$_sb_count" --set "uid_base=$SB_UID_BASE" \
+	${SB_EXEC:+exec} "$LAZYROOT" run --rootfs "$ROOTFS" --name "$SB_NAME-$_sb_count" --set "uid_base=$SB_UID_BASE" \
 		--bind "$ATTACK_DIR:/lr" "${opts[@]}" -- "$@"
 }
 

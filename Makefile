@@ -20,7 +20,7 @@ override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 override LDFLAGS += -fsanitize=address,undefined
 endif
 
-PKGS = fuse3 liburing libzstd libcurl zlib
+PKGS = fuse3 liburing libzstd libcurl zlib libseccomp
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
@@ -72,7 +72,15 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
-tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS)
+# Attack programs run inside sandboxes: static (any root filesystem), never sanitized.
+ATTACK_SRCS = $(wildcard tests/sandbox/*.c)
+ATTACK_BINS = $(ATTACK_SRCS:tests/sandbox/%.c=$(BUILD)/tests/sandbox/%)
+$(BUILD)/tests/sandbox/%: tests/sandbox/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -static -o $@ $<
+
+tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS)
 
 # The whole suite: unit tests, then integration tests against the real binary.
 test: deps-check-test tests-build

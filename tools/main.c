@@ -12,6 +12,7 @@ static const struct command {
 	{ "mount", cmd_mount, "show an image read-only at a directory, fetching chunks as they are read" },
 	{ "umount", cmd_umount, "unmount an image and wait for its daemon to exit" },
 	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
+	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 };
 
 static void usage(FILE *f)

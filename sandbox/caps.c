@@ -1,0 +1,36 @@
+/*
+ * caps.c — drop every capability: bounding and ambient sets first (that
+ * needs CAP_SETPCAP), then inheritable, permitted and effective.  Raw
+ * syscalls, so that the launcher needs no libcap.
+ */
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox-internal.h"
+
+int caps_drop_bounding(void)
+{
+	for (unsigned long c = 0;; c++) {
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+			if (errno == EINVAL && c > CAP_LAST_CAP / 2)
+				break;   /* past the kernel's last capability */
+			return log_errno(-errno, "drop capability %lu from the bounding set", c);
+		}
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return log_errno(-errno, "clear the ambient capabilities");
+	return 0;
+}
+
+int caps_drop_all(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capset, &h, d) < 0)
+		return log_errno(-errno, "drop the capabilities");
+	return 0;
+}

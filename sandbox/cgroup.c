@@ -1,0 +1,335 @@
+/*
+ * cgroup.c — one cgroup per sandbox in each hierarchy it needs, created under
+ * the launcher's own cgroup (so that the launcher's own limits still bound
+ * every sandbox it starts), and removed once the sandbox's last process is
+ * gone.
+ *
+ * Hybrid hosts are the norm here: memory, pids and cpu may be v1 controllers
+ * (/sys/fs/cgroup/<controller>) while cgroup2 (/sys/fs/cgroup or
+ * /sys/fs/cgroup/unified) has none of them.  A controller is taken from
+ * cgroup2 when the launcher's cgroup2 directory already delegates it
+ * (cgroup.subtree_control lists it), from v1 otherwise.  The sandbox always
+ * gets a cgroup2 directory too when cgroup2 is mounted: it counts CPU time
+ * whatever the controllers, and it is where BPF programs attach.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
+#include <time.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox-internal.h"
+
+static const char *const ctrl_name[CG_COUNT] = { "memory", "pids", "cpu", NULL };
+
+static bool is_fs(const char *path, long magic)
+{
+	struct statfs st;
+
+	return statfs(path, &st) == 0 && (long)st.f_type == magic;
+}
+
+/* The launcher's own path in the hierarchy that holds controller ctrl
+ * (NULL: the cgroup2 line).  *ret is malloc'd. */
+static int own_cgroup(const char *ctrl, char **ret)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *c1 = strchr(line, ':'), *c2, *nl;
+
+		if (!c1 || !(c2 = strchr(c1 + 1, ':')))
+			continue;
+		*c1 = '\0';
+		*c2 = '\0';
+		if ((nl = strchr(c2 + 1, '\n')))
+			*nl = '\0';
+		if (!ctrl) {
+			if (!strcmp(line, "0") && c1[1] == '\0') {
+				*ret = strdup(c2 + 1);
+				return *ret ? 0 : -ENOMEM;
+			}
+			continue;
+		}
+		for (char *save = NULL, *tok = strtok_r(c1 + 1, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save))
+			if (!strcmp(tok, ctrl)) {
+				*ret = strdup(c2 + 1);
+				return *ret ? 0 : -ENOMEM;
+			}
+	}
+	return -ENOENT;
+}
+
+static int write_attr(const char *dir, const char *file, const char *value)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, value, strlen(value)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The number after "key " in a flat-keyed cgroup file, or 0. */
+static uint64_t read_key(const char *dir, const char *file, const char *key)
+{
+	char path[PATH_MAX], buf[4096];
+	_cleanup_close_ int fd = -1;
+	size_t klen = strlen(key);
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return 0;
+	buf[n] = '\0';
+	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, key, klen) && l[klen] == ' ')
+			return strtoull(l + klen + 1, NULL, 10);
+	return 0;
+}
+
+static uint64_t read_number(const char *dir, const char *file)
+{
+	char path[PATH_MAX], buf[64];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strtoull(buf, NULL, 10);
+}
+
+static bool list_has(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* Is path used by an earlier entry of cg (several controllers share the
+ * cgroup2 directory)? */
+static bool seen_before(const struct sandbox_cgroups *cg, int i)
+{
+	for (int j = 0; j < i; j++)
+		if (cg->path[j] && !strcmp(cg->path[j], cg->path[i]))
+			return true;
+	return false;
+}
+
+static int make_dir(const char *path)
+{
+	if (mkdir(path, 0755) < 0) {
+		if (errno == EEXIST)
+			return log_error(-EEXIST, "cgroup '%s' exists: another sandbox with this name?",
+			                 path);
+		return log_errno(-errno, "cgroup '%s'", path);
+	}
+	return 0;
+}
+
+static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg)
+{
+	char v[64];
+	int r;
+
+	if (sb->memory) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)sb->memory);
+		r = write_attr(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.max" :
+		               "memory.limit_in_bytes", v);
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': memory limit %s", cg->path[CG_MEMORY], v);
+		if (cg->v2[CG_MEMORY])
+			(void)write_attr(cg->path[CG_MEMORY], "memory.swap.max", "0");
+	}
+	if (sb->pids) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)sb->pids);
+		r = write_attr(cg->path[CG_PIDS], "pids.max", v);
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': pids limit %s", cg->path[CG_PIDS], v);
+	}
+	if (sb->cpus > 0) {
+		long long quota = (long long)(sb->cpus * 100000 + 0.5);
+
+		if (quota < 1000)
+			quota = 1000;
+		if (cg->v2[CG_CPU]) {
+			snprintf(v, sizeof(v), "%lld 100000", quota);
+			r = write_attr(cg->path[CG_CPU], "cpu.max", v);
+		} else {
+			r = write_attr(cg->path[CG_CPU], "cpu.cfs_period_us", "100000");
+			snprintf(v, sizeof(v), "%lld", quota);
+			if (r == 0)
+				r = write_attr(cg->path[CG_CPU], "cpu.cfs_quota_us", v);
+		}
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': cpu limit %s", cg->path[CG_CPU], v);
+	}
+	return 0;
+}
+
+int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cgroups *cg)
+{
+	_cleanup_free_ char *v2own = NULL;
+	char v2root[64] = "", path[PATH_MAX];
+	bool needed[CG_COUNT] = { sb->memory > 0, sb->pids > 0, sb->cpus > 0, false };
+	int r;
+
+	memset(cg, 0, sizeof(*cg));
+	if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC))
+		strcpy(v2root, "/sys/fs/cgroup");
+	else if (is_fs("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC))
+		strcpy(v2root, "/sys/fs/cgroup/unified");
+	if (v2root[0] && own_cgroup(NULL, &v2own) == 0) {
+		_cleanup_(buf_freep) struct buf ctl = BUF_INIT;
+
+		snprintf(path, sizeof(path), "%s%s", v2root, strcmp(v2own, "/") ? v2own : "");
+		cg->path[CG_UNIFIED] = NULL;
+		if (asprintf(&cg->path[CG_UNIFIED], "%s/%s", path, name) < 0) {
+			cg->path[CG_UNIFIED] = NULL;
+			return -ENOMEM;
+		}
+		cg->v2[CG_UNIFIED] = true;
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.subtree_control");
+		if (read_file(path, 4096, &ctl) == 0)
+			for (int i = 0; i < CG_UNIFIED; i++)
+				if (list_has((char *)ctl.data, ctrl_name[i])) {
+					cg->path[i] = strdup(cg->path[CG_UNIFIED]);
+					cg->v2[i] = true;
+					if (!cg->path[i])
+						goto nomem;
+				}
+	}
+	for (int i = 0; i < CG_UNIFIED; i++) {
+		_cleanup_free_ char *own = NULL;
+		char mnt[64];
+
+		if (cg->path[i])
+			continue;
+		snprintf(mnt, sizeof(mnt), "/sys/fs/cgroup/%s", ctrl_name[i]);
+		if (!is_fs(mnt, CGROUP_SUPER_MAGIC) || own_cgroup(ctrl_name[i], &own) < 0) {
+			if (needed[i]) {
+				r = log_error(-EOPNOTSUPP, "no %s cgroup controller (v1 or delegated v2) "
+				              "for the %s limit", ctrl_name[i], ctrl_name[i]);
+				goto fail_nodirs;
+			}
+			continue;
+		}
+		if (asprintf(&cg->path[i], "%s%s/%s", mnt, strcmp(own, "/") ? own : "", name) < 0) {
+			cg->path[i] = NULL;
+			goto nomem;
+		}
+	}
+	for (int i = 0; i < CG_COUNT; i++) {
+		if (!cg->path[i] || seen_before(cg, i))
+			continue;
+		r = make_dir(cg->path[i]);
+		if (r < 0) {
+			/* Remove only what this call made: the directories before i. */
+			for (int j = i - 1; j >= 0; j--)
+				if (cg->path[j] && !seen_before(cg, j))
+					rmdir(cg->path[j]);
+			goto fail_nodirs;
+		}
+	}
+	r = set_limits(sb, cg);
+	if (r < 0) {
+		cgroups_destroy(cg);
+		return r;
+	}
+	return 0;
+nomem:
+	r = -ENOMEM;
+fail_nodirs:
+	for (int i = 0; i < CG_COUNT; i++) {
+		free(cg->path[i]);
+		cg->path[i] = NULL;
+	}
+	return r;
+}
+
+int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid)
+{
+	char v[32];
+	int r;
+
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	for (int i = 0; i < CG_COUNT; i++) {
+		if (!cg->path[i] || seen_before(cg, i))
+			continue;
+		r = write_attr(cg->path[i], "cgroup.procs", v);
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': move the sandbox in", cg->path[i]);
+	}
+	return 0;
+}
+
+bool cgroups_oom_killed(const struct sandbox_cgroups *cg)
+{
+	if (!cg->path[CG_MEMORY])
+		return false;
+	return read_key(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.events" :
+	                "memory.oom_control", "oom_kill") > 0;
+}
+
+bool cgroups_pids_hit(const struct sandbox_cgroups *cg)
+{
+	return cg->path[CG_PIDS] && read_key(cg->path[CG_PIDS], "pids.events", "max") > 0;
+}
+
+uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg)
+{
+	if (!cg->path[CG_MEMORY])
+		return 0;
+	return read_number(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.peak" :
+	                   "memory.max_usage_in_bytes");
+}
+
+double cgroups_cpu_seconds(const struct sandbox_cgroups *cg)
+{
+	if (!cg->path[CG_UNIFIED])
+		return -1;
+	return (double)read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") / 1e6;
+}
+
+void cgroups_destroy(struct sandbox_cgroups *cg)
+{
+	for (int i = CG_COUNT - 1; i >= 0; i--) {
+		if (!cg->path[i])
+			continue;
+		if (!seen_before(cg, i)) {
+			/* The last process may still be leaving the cgroup for a moment
+			 * after it was reaped: retry EBUSY for up to a second. */
+			for (int tries = 0; rmdir(cg->path[i]) < 0; tries++) {
+				struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+				if (errno != EBUSY || tries >= 500) {
+					log_errno(-errno, "remove cgroup '%s'", cg->path[i]);
+					break;
+				}
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+	for (int i = 0; i < CG_COUNT; i++) {
+		free(cg->path[i]);
+		cg->path[i] = NULL;
+	}
+}

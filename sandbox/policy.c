@@ -1,0 +1,346 @@
+/*
+ * policy.c — the sandbox policy: defaults, one setter that parses every
+ * field's text form, and the "key = value" policy file.  POLICY.md documents
+ * each field; keep the two in step.
+ */
+#include <math.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox-internal.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static int set_str(char **field, const char *value)
+{
+	char *s = strdup(value);
+
+	if (!s)
+		return -ENOMEM;
+	free(*field);
+	*field = s;
+	return 0;
+}
+
+int sandbox_new(struct sandbox **ret)
+{
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return -ENOMEM;
+	sb->uid_base = 2000000000u;
+	sb->tmpfs_size = 256ull << 20;
+	sb->shm_size = 64ull << 20;
+	sb->memory = 1ull << 30;
+	sb->pids = 256;
+	sb->cpus = 1;
+	sb->nofile = 1024;
+	sb->timeout = 600;
+	sb->output = 64ull << 20;
+	sb->kill_on_pids_limit = true;
+	if (set_str(&sb->hostname, "sandbox") < 0 || set_str(&sb->workdir, "/") < 0) {
+		sandbox_free(sb);
+		return -ENOMEM;
+	}
+	*ret = sb;
+	return 0;
+}
+
+void sandbox_free(struct sandbox *sb)
+{
+	if (!sb)
+		return;
+	free(sb->rootfs);
+	free(sb->name);
+	free(sb->hostname);
+	free(sb->workdir);
+	for (size_t i = 0; i < sb->n_env; i++)
+		free(sb->env[i]);
+	free(sb->env);
+	for (size_t i = 0; i < sb->n_binds; i++) {
+		free(sb->binds[i].src);
+		free(sb->binds[i].dst);
+	}
+	free(sb->binds);
+	free(sb);
+}
+
+/* NAME=VALUE replaces an earlier NAME. */
+static int add_env(struct sandbox *sb, const char *value)
+{
+	const char *eq = strchr(value, '=');
+	size_t n;
+	char **env, *s;
+
+	if (!eq || eq == value)
+		return -EINVAL;
+	n = (size_t)(eq - value) + 1;
+	s = strdup(value);
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < sb->n_env; i++)
+		if (!strncmp(sb->env[i], value, n)) {
+			free(sb->env[i]);
+			sb->env[i] = s;
+			return 0;
+		}
+	env = realloc(sb->env, (sb->n_env + 2) * sizeof(*env));
+	if (!env) {
+		free(s);
+		return -ENOMEM;
+	}
+	sb->env = env;
+	env[sb->n_env++] = s;
+	env[sb->n_env] = NULL;
+	return 0;
+}
+
+/* SRC:DST[:rw|:ro]; both absolute. */
+static int add_bind(struct sandbox *sb, const char *value)
+{
+	_cleanup_free_ char *src = NULL, *dst = NULL;
+	const char *c1 = strchr(value, ':'), *c2;
+	struct sandbox_bind *b;
+	bool rw = false;
+
+	if (!c1)
+		return -EINVAL;
+	c2 = strchr(c1 + 1, ':');
+	if (c2) {
+		if (!strcmp(c2 + 1, "rw"))
+			rw = true;
+		else if (strcmp(c2 + 1, "ro"))
+			return -EINVAL;
+	}
+	src = strndup(value, (size_t)(c1 - value));
+	dst = c2 ? strndup(c1 + 1, (size_t)(c2 - c1 - 1)) : strdup(c1 + 1);
+	if (!src || !dst)
+		return -ENOMEM;
+	if (src[0] != '/' || dst[0] != '/' || strstr(dst, "/../") ||
+	    (strlen(dst) >= 3 && !strcmp(dst + strlen(dst) - 3, "/..")))
+		return -EINVAL;
+	b = realloc(sb->binds, (sb->n_binds + 1) * sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	sb->binds = b;
+	b[sb->n_binds++] = (struct sandbox_bind){ TAKE_PTR(src), TAKE_PTR(dst), rw };
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+	if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on") || !strcmp(s, "1"))
+		*ret = true;
+	else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off") || !strcmp(s, "0"))
+		*ret = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_double(const char *s, double max, double *ret)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0 || v > max)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+/* "UID[:GID]"; GID defaults to UID.  Both below SANDBOX_ID_RANGE. */
+static int parse_user(const char *s, uid_t *uid, gid_t *gid)
+{
+	_cleanup_free_ char *u = strdup(s);
+	char *colon;
+	uint64_t a, b;
+
+	if (!u)
+		return -ENOMEM;
+	colon = strchr(u, ':');
+	if (colon)
+		*colon = '\0';
+	if (parse_uint(u, SANDBOX_ID_RANGE - 1, &a) < 0)
+		return -EINVAL;
+	b = a;
+	if (colon && parse_uint(colon + 1, SANDBOX_ID_RANGE - 1, &b) < 0)
+		return -EINVAL;
+	*uid = (uid_t)a;
+	*gid = (gid_t)b;
+	return 0;
+}
+
+static int set_field(struct sandbox *sb, const char *key, const char *v)
+{
+	uint64_t n;
+	double d;
+	int r;
+
+	if (!strcmp(key, "rootfs"))
+		return v[0] ? set_str(&sb->rootfs, v) : -EINVAL;
+	if (!strcmp(key, "name")) {
+		if (!v[0] || strlen(v) > 64 || strspn(v, "abcdefghijklmnopqrstuvwxyz"
+		                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != strlen(v) ||
+		    v[0] == '.')
+			return -EINVAL;
+		return set_str(&sb->name, v);
+	}
+	if (!strcmp(key, "hostname"))
+		return v[0] && strlen(v) <= 64 ? set_str(&sb->hostname, v) : -EINVAL;
+	if (!strcmp(key, "workdir"))
+		return v[0] == '/' ? set_str(&sb->workdir, v) : -EINVAL;
+	if (!strcmp(key, "user"))
+		return parse_user(v, &sb->uid, &sb->gid);
+	if (!strcmp(key, "env"))
+		return add_env(sb, v);
+	if (!strcmp(key, "bind"))
+		return add_bind(sb, v);
+	if (!strcmp(key, "uid_base")) {
+		if (parse_uint(v, UINT32_MAX - SANDBOX_ID_RANGE, &n) < 0 || n == 0)
+			return -EINVAL;
+		sb->uid_base = (uint32_t)n;
+		return 0;
+	}
+	if (!strcmp(key, "kill_on_pids_limit"))
+		return parse_bool(v, &sb->kill_on_pids_limit);
+	if (!strcmp(key, "cpus")) {
+		if ((r = parse_double(v, 4096, &d)) < 0)
+			return r;
+		sb->cpus = d;
+		return 0;
+	}
+	if (!strcmp(key, "timeout")) {
+		if ((r = parse_double(v, 1e7, &d)) < 0)
+			return r;
+		sb->timeout = d;
+		return 0;
+	}
+	if (!strcmp(key, "pids") || !strcmp(key, "nofile")) {
+		if (parse_uint(v, 1u << 22, &n) < 0)
+			return -EINVAL;
+		if (key[0] == 'p')
+			sb->pids = n;
+		else if (n == 0)
+			return -EINVAL;
+		else
+			sb->nofile = n;
+		return 0;
+	}
+	{
+		static const struct { const char *key; size_t off; bool nonzero; } sizes[] = {
+			{ "memory", offsetof(struct sandbox, memory), false },
+			{ "output", offsetof(struct sandbox, output), false },
+			{ "tmpfs_size", offsetof(struct sandbox, tmpfs_size), true },
+			{ "shm_size", offsetof(struct sandbox, shm_size), true },
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+			if (strcmp(key, sizes[i].key))
+				continue;
+			if (parse_size(v, &n) < 0 || (sizes[i].nonzero && n == 0))
+				return -EINVAL;
+			*(uint64_t *)((char *)sb + sizes[i].off) = n;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int sandbox_set(struct sandbox *sb, const char *key, const char *value)
+{
+	int r = set_field(sb, key, value);
+
+	if (r == -ENOENT)
+		return log_error(-EINVAL, "policy: unknown field '%s'", key);
+	if (r < 0)
+		return log_error(r == -ENOMEM ? r : -EINVAL, "policy: %s = '%s': not a valid value",
+		                 key, value);
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+		*--e = '\0';
+	return s;
+}
+
+int sandbox_load_policy(struct sandbox *sb, const char *path)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char *line, *next;
+	unsigned lineno = 0;
+	int r;
+
+	r = read_file(path, 1 << 20, &b);
+	if (r < 0)
+		return log_errno(r, "policy '%s'", path);
+	for (line = (char *)b.data; line; line = next) {
+		char *eq, *key, *value;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		lineno++;
+		line = trim(line);
+		if (!*line || *line == '#')
+			continue;
+		eq = strchr(line, '=');
+		if (!eq)
+			return log_error(-EINVAL, "policy '%s' line %u: want 'key = value'", path, lineno);
+		*eq = '\0';
+		key = trim(line);
+		value = trim(eq + 1);
+		r = set_field(sb, key, value);
+		if (r == -ENOENT)
+			return log_error(-EINVAL, "policy '%s' line %u: unknown field '%s'", path, lineno, key);
+		if (r < 0)
+			return log_error(r == -ENOMEM ? r : -EINVAL,
+			                 "policy '%s' line %u: %s = '%s': not a valid value", path, lineno,
+			                 key, value);
+	}
+	return 0;
+}
+
+const char *sandbox_kill_name(enum sandbox_kill k)
+{
+	switch (k) {
+	case SANDBOX_KILL_NONE: return "none";
+	case SANDBOX_KILL_TIME: return "time";
+	case SANDBOX_KILL_MEMORY: return "memory";
+	case SANDBOX_KILL_PIDS: return "pids";
+	case SANDBOX_KILL_OUTPUT: return "output";
+	case SANDBOX_KILL_SIGNAL: return "signal";
+	}
+	return "unknown";
+}
+
+int policy_env(const struct sandbox *sb, char ***ret)
+{
+	bool has_path = false, has_home = false;
+	size_t n = 0;
+	char **env = calloc(sb->n_env + 3, sizeof(*env));
+
+	if (!env)
+		return -ENOMEM;
+	for (size_t i = 0; i < sb->n_env; i++) {
+		has_path |= !strncmp(sb->env[i], "PATH=", 5);
+		has_home |= !strncmp(sb->env[i], "HOME=", 5);
+	}
+	if (!has_path)
+		env[n++] = (char *)"PATH=" DEFAULT_PATH;
+	if (!has_home)
+		env[n++] = (char *)(sb->uid == 0 ? "HOME=/root" : "HOME=/");
+	for (size_t i = 0; i < sb->n_env; i++)
+		env[n++] = sb->env[i];
+	env[n] = NULL;
+	*ret = env;
+	return 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * sandbox-internal.h — what the launcher's files share: the policy struct,
+ * the cgroup set of one sandbox, and the steps run inside the namespaces.
+ */
+#ifndef LAZYROOT_SANDBOX_INTERNAL_H
+#define LAZYROOT_SANDBOX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/sandbox.h"
+
+#define SANDBOX_ID_RANGE 65536u   /* ids 0..65535 exist inside */
+
+struct sandbox_bind {
+	char *src, *dst;
+	bool rw;
+};
+
+/* The policy; every field is documented with its default in POLICY.md. */
+struct sandbox {
+	char *rootfs;
+	char *name;             /* NULL: "lazyroot-<launcher pid>" */
+	char *hostname;
+	char *workdir;
+	uid_t uid;              /* inside the sandbox */
+	gid_t gid;
+	uint32_t uid_base;      /* host id that inside id 0 maps to */
+	uint64_t tmpfs_size;
+	uint64_t shm_size;
+	uint64_t memory;        /* bytes; 0 = no limit */
+	uint64_t pids;          /* 0 = no limit */
+	double cpus;            /* 0 = no limit */
+	uint64_t nofile;
+	double timeout;         /* seconds; 0 = no limit */
+	uint64_t output;        /* bytes; 0 = no cap */
+	bool kill_on_pids_limit;
+	char **env;             /* NAME=VALUE, NULL-terminated */
+	size_t n_env;
+	struct sandbox_bind *binds;
+	size_t n_binds;
+};
+
+/* The environment the command starts with: PATH and HOME unless the policy
+ * sets them, then the policy's env entries.  *ret borrows the strings of sb;
+ * free only the array. */
+int policy_env(const struct sandbox *sb, char ***ret);
+
+/* ---- cgroups (cgroup.c) ------------------------------------------------- */
+
+enum { CG_MEMORY, CG_PIDS, CG_CPU, CG_UNIFIED, CG_COUNT };
+
+/* One directory per hierarchy that the sandbox uses; path NULL when unused.
+ * v2[i] says whether controller i is served by the unified hierarchy. */
+struct sandbox_cgroups {
+	char *path[CG_COUNT];
+	bool v2[CG_COUNT];
+};
+
+/* Create the sandbox's cgroups under the launcher's own, named name, and
+ * write the limits of sb.  A limit with no controller to enforce it is an
+ * error; on failure nothing is left. */
+int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cgroups *cg);
+/* Move pid into every cgroup of cg. */
+int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid);
+/* Counters read while the sandbox runs and after it ends. */
+bool cgroups_oom_killed(const struct sandbox_cgroups *cg);
+bool cgroups_pids_hit(const struct sandbox_cgroups *cg);
+uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg);
+/* CPU time in seconds, or a negative value when no hierarchy counts it. */
+double cgroups_cpu_seconds(const struct sandbox_cgroups *cg);
+/* Remove every directory (they must be empty of processes); frees paths. */
+void cgroups_destroy(struct sandbox_cgroups *cg);
+
+/* ---- the filesystem (setup.c) ------------------------------------------- */
+
+/* Inside the new user and mount namespaces, as the sandbox's init: build the
+ * tmpfs (its source is name), overlay, /proc, /sys, /dev and binds, set the hostname, bring up
+ * the loopback and pivot into the new root.  lower_fd and bind_fds[i] are
+ * detached mount trees from the launcher; each is closed and set to -1 once
+ * attached. */
+int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds);
+
+/* ---- seccomp (seccomp.c) ------------------------------------------------ */
+
+/* Load the filter into the calling thread (no_new_privs must be set). */
+int seccomp_install(void);
+
+/* ---- capabilities (caps.c) ---------------------------------------------- */
+
+/* Empty the bounding and ambient sets (needs CAP_SETPCAP, so call before
+ * caps_drop_all). */
+int caps_drop_bounding(void);
+/* Empty the inheritable, permitted and effective sets. */
+int caps_drop_all(void);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * sandbox.h — the launcher: run one command in a fresh, disposable sandbox and
+ * report how it ended.
+ *
+ * A sandbox is a new user, mount, pid, net, ipc, uts and cgroup namespace
+ * around an overlay whose lower layer is a read-only root filesystem and whose
+ * upper layer lives on a size-limited tmpfs; a fresh /proc, a minimal /dev,
+ * no new privileges, no capabilities, a seccomp filter, cgroup limits on
+ * memory, pids and CPU, a wall-clock limit and a cap on output.  Every mount
+ * lives in the sandbox's own mount namespace and dies with it; the launcher
+ * removes the sandbox's cgroups once its last process is gone.
+ *
+ * What a sandbox may do is its policy: a set of named fields, each with a
+ * default, documented in sandbox/POLICY.md.  Fields are set from a policy file
+ * (sandbox_load_policy) and one at a time (sandbox_set), later settings
+ * overriding earlier ones; list fields (env, bind) append instead.
+ *
+ * The launcher needs root: it maps the sandbox's ids 0..65535 to an unused
+ * host range (uid_base) and shows the root filesystem through an idmapped
+ * mount, so that files keep their owners inside while no sandbox process is
+ * ever a host id that owns anything.
+ *
+ * Not thread-safe: one struct sandbox per thread, and sandbox_run forks.
+ */
+#ifndef LAZYROOT_SANDBOX_H
+#define LAZYROOT_SANDBOX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sandbox;
+
+/* A policy with every field at its default.  -ENOMEM. */
+int sandbox_new(struct sandbox **ret);
+/* NULL is accepted. */
+void sandbox_free(struct sandbox *sb);
+
+/* Set one policy field from its text form, as a policy file line would
+ * ("memory", "512M").  -EINVAL (logged, naming key and value) for an unknown
+ * key or a value that does not parse. */
+int sandbox_set(struct sandbox *sb, const char *key, const char *value);
+
+/* Apply a policy file: "key = value" lines, '#' comments, blank lines.
+ * Errors name the file and line. */
+int sandbox_load_policy(struct sandbox *sb, const char *path);
+
+/* Why the launcher ended a sandbox early. */
+enum sandbox_kill {
+	SANDBOX_KILL_NONE,
+	SANDBOX_KILL_TIME,      /* wall-clock limit */
+	SANDBOX_KILL_MEMORY,    /* the memory cgroup's OOM killer fired */
+	SANDBOX_KILL_PIDS,      /* a fork failed on the pids limit */
+	SANDBOX_KILL_OUTPUT,    /* stdout + stderr passed the output cap */
+	SANDBOX_KILL_SIGNAL,    /* the launcher itself got SIGINT, SIGTERM or SIGHUP */
+};
+const char *sandbox_kill_name(enum sandbox_kill k);
+
+struct sandbox_result {
+	int status;             /* exit code, or 128 + signal */
+	int signal;             /* the signal that ended the command, or 0 */
+	enum sandbox_kill killed_by;
+	double wall_seconds;    /* from clone to the last process gone */
+	double cpu_seconds;     /* user + system of every process of the sandbox */
+	uint64_t memory_peak;   /* bytes, from the memory cgroup; 0 when unknown */
+	uint64_t output_bytes;  /* stdout + stderr bytes passed through */
+	bool pids_limit_hit;    /* a fork failed on the pids limit */
+};
+
+/* Run argv[0] (searched in the sandbox's PATH) with the policy in force.
+ * stdin is passed through; stdout and stderr are copied to the launcher's
+ * own, up to the output cap.  Returns 0 once the sandbox is gone, with *ret
+ * filled, whatever the command did; -errno (logged) when the sandbox could
+ * not be set up, in which case nothing of it is left either. */
+int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret);
+
+#endif

@@ -1,0 +1,276 @@
+/*
+ * setup.c — the filesystem a sandbox sees, built inside its namespaces by the
+ * sandbox's init before anything of the command runs.  Each step fails fast
+ * and names what it was doing; nothing here outlives the mount namespace.
+ *
+ *   /tmp (of the old root, private to this mount namespace)
+ *     tmpfs named after the sandbox, size-limited: lower/ (the root filesystem, an idmapped
+ *     read-only mount made by the launcher), upper/, work/, root/ (the
+ *     overlay that becomes /)
+ *   root/proc        a fresh proc of the sandbox's pid namespace, mounted
+ *                    while the host's is still visible (the kernel requires
+ *                    a fully visible proc to mount one in a user namespace);
+ *                    sys, sysrq-trigger, irq, bus and fs made read-only
+ *   root/sys         sysfs, read-only
+ *   root/dev         a small tmpfs, read-only once filled: null, zero, full,
+ *                    random, urandom and tty bound from the host (mknod is
+ *                    not allowed in a user namespace), a new devpts
+ *                    instance, shm (its own size-limited tmpfs), and the
+ *                    fd, stdin, stdout, stderr and ptmx links
+ *   binds            the launcher's idmapped mount trees, moved onto
+ *                    targets resolved inside the new root (a symlink in the
+ *                    image cannot send a bind elsewhere)
+ * then pivot_root into root/ and detach the old root, which takes the host's
+ * mounts and the tmpfs's own path out of reach.
+ */
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox-internal.h"
+
+#define BASE "/tmp"
+#define ROOT BASE "/root"
+
+static int do_mount(const char *src, const char *dst, const char *type, unsigned long flags,
+                    const char *data)
+{
+	if (mount(src, dst, type, flags, data) < 0)
+		return log_errno(-errno, "mount %s on '%s'", type ? type : src ? src : "(remount)",
+		                 dst);
+	return 0;
+}
+
+static int make_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return log_errno(-errno, "mkdir '%s'", path);
+	return 0;
+}
+
+static int open_in_root(int rootfd, const char *path, uint64_t flags)
+{
+	struct open_how how = {
+		.flags = flags | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+}
+
+/* Make every missing component of path (relative to rootfd, resolved inside
+ * it), the last one a directory or an empty file; return an O_PATH fd. */
+static int make_target(int rootfd, const char *path, bool dir)
+{
+	_cleanup_free_ char *p = strdup(path);
+	size_t len;
+
+	if (!p)
+		return -ENOMEM;
+	len = strlen(p);
+	for (size_t i = 1; i <= len; i++) {
+		bool last = i == len;
+		int fd;
+
+		if (!last && p[i] != '/')
+			continue;
+		p[i] = '\0';
+		fd = open_in_root(rootfd, p, O_PATH);
+		if (fd < 0 && errno == ENOENT) {
+			_cleanup_close_ int parent = -1;
+			char *slash = strrchr(p, '/');
+			const char *base = slash + 1;
+
+			*slash = '\0';
+			parent = open_in_root(rootfd, slash == p ? "/" : p, O_PATH | O_DIRECTORY);
+			*slash = '/';
+			if (parent < 0)
+				return log_errno(-errno, "bind target '%s'", path);
+			if (last && !dir) {
+				fd = openat(parent, base, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+				if (fd >= 0)
+					close(fd);
+			} else {
+				fd = mkdirat(parent, base, 0755);
+			}
+			if (fd < 0)
+				return log_errno(-errno, "make bind target '%s'", path);
+			fd = open_in_root(rootfd, p, O_PATH);
+		}
+		if (fd < 0)
+			return log_errno(-errno, "bind target '%s'", path);
+		if (last)
+			return fd;
+		close(fd);
+		p[i] = '/';
+	}
+	return -EINVAL;
+}
+
+static int setup_proc(void)
+{
+	static const char *const ro[] = { "sys", "sysrq-trigger", "irq", "bus", "fs" };
+	char path[64];
+	int r;
+
+	r = make_dir(ROOT "/proc", 0555);
+	if (r == 0)
+		r = do_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(ro); i++) {
+		snprintf(path, sizeof(path), ROOT "/proc/%s", ro[i]);
+		if (access(path, F_OK) < 0)
+			continue;
+		r = do_mount(path, path, NULL, MS_BIND | MS_REC, NULL);
+		if (r == 0)
+			r = do_mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+			             MS_NODEV | MS_NOEXEC, NULL);
+	}
+	return r;
+}
+
+static int setup_dev(const struct sandbox *sb)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+	static const char *const links[][2] = {
+		{ "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" },
+		{ "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+		{ "pts/ptmx", "ptmx" },
+	};
+	char src[64], dst[128], opts[64];
+	int r;
+
+	r = make_dir(ROOT "/dev", 0755);
+	if (r == 0)
+		r = do_mount("tmpfs", ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(nodes); i++) {
+		int fd;
+
+		snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+		snprintf(dst, sizeof(dst), ROOT "/dev/%s", nodes[i]);
+		fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+		if (fd < 0)
+			return log_errno(-errno, "create '%s'", dst);
+		close(fd);
+		r = do_mount(src, dst, NULL, MS_BIND, NULL);
+	}
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(links); i++) {
+		snprintf(dst, sizeof(dst), ROOT "/dev/%s", links[i][1]);
+		if (symlink(links[i][0], dst) < 0)
+			r = log_errno(-errno, "symlink '%s'", dst);
+	}
+	if (r == 0)
+		r = make_dir(ROOT "/dev/pts", 0755);
+	if (r == 0)
+		r = do_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		             "newinstance,ptmxmode=0666,mode=0620,gid=5");
+	if (r == 0)
+		r = make_dir(ROOT "/dev/shm", 01777);
+	snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)sb->shm_size);
+	if (r == 0)
+		r = do_mount("shm", ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts);
+	if (r == 0)
+		r = do_mount(NULL, ROOT "/dev", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+		             MS_NOEXEC | MS_NODEV, NULL);
+	return r;
+}
+
+static int setup_binds(const struct sandbox *sb, int *bind_fds)
+{
+	_cleanup_close_ int rootfd = open(ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (rootfd < 0)
+		return log_errno(-errno, "open '%s'", ROOT);
+	for (size_t i = 0; i < sb->n_binds; i++) {
+		_cleanup_close_ int target = -1;
+		struct stat st;
+
+		if (fstat(bind_fds[i], &st) < 0)
+			return log_errno(-errno, "bind '%s'", sb->binds[i].src);
+		target = make_target(rootfd, sb->binds[i].dst, S_ISDIR(st.st_mode));
+		if (target < 0)
+			return target;
+		if (move_mount(bind_fds[i], "", target, "",
+		               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+			return log_errno(-errno, "bind '%s' on '%s'", sb->binds[i].src, sb->binds[i].dst);
+		close(bind_fds[i]);
+		bind_fds[i] = -1;
+	}
+	return 0;
+}
+
+static int loopback_up(void)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = { 0 };
+
+	if (s < 0)
+		return log_errno(-errno, "socket for the loopback");
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return log_errno(-errno, "loopback flags");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return log_errno(-errno, "bring the loopback up");
+	return 0;
+}
+
+int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds)
+{
+	char opts[128];
+	int r;
+
+	r = do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu", (unsigned long long)sb->tmpfs_size);
+	if (r == 0)
+		r = do_mount(name, BASE, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+	if (r == 0)
+		r = make_dir(BASE "/lower", 0755);
+	if (r == 0)
+		r = make_dir(BASE "/upper", 0755);
+	if (r == 0)
+		r = make_dir(BASE "/work", 0755);
+	if (r == 0)
+		r = make_dir(ROOT, 0755);
+	if (r < 0)
+		return r;
+	if (move_mount(*lower_fd, "", AT_FDCWD, BASE "/lower", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return log_errno(-errno, "attach rootfs '%s'", sb->rootfs);
+	close(*lower_fd);
+	*lower_fd = -1;
+	r = do_mount("overlay", ROOT, "overlay", MS_NOSUID | MS_NODEV,
+	             "lowerdir=" BASE "/lower,upperdir=" BASE "/upper,workdir=" BASE "/work,userxattr");
+	if (r == 0)
+		r = setup_proc();
+	if (r == 0) {
+		r = make_dir(ROOT "/sys", 0555);
+		if (r == 0)
+			r = do_mount("sysfs", ROOT "/sys", "sysfs",
+			             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	}
+	if (r == 0)
+		r = setup_dev(sb);
+	if (r == 0)
+		r = setup_binds(sb, bind_fds);
+	if (r < 0)
+		return r;
+	if (sethostname(sb->hostname, strlen(sb->hostname)) < 0)
+		return log_errno(-errno, "hostname '%s'", sb->hostname);
+	r = loopback_up();
+	if (r < 0)
+		return r;
+	if (chdir(ROOT) < 0)
+		return log_errno(-errno, "chdir '%s'", ROOT);
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return log_errno(-errno, "pivot_root into '%s'", ROOT);
+	if (umount2(".", MNT_DETACH) < 0)
+		return log_errno(-errno, "detach the old root");
+	if (chdir("/") < 0)
+		return log_errno(-errno, "chdir /");
+	return 0;
+}

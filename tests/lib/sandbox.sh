@@ -1,0 +1,65 @@
+# shellcheck shell=bash
+# Helpers for tests/integration/sandbox_*.sh; source after common.sh:
+#
+#   . "$(dirname "$0")/../lib/sandbox.sh"
+#
+# Skips unless root. Sets $ROOTFS (the cached Debian rootfs, read-only to every test), $HOST_PIDNS
+# (the host's pid namespace inode, which the attack program refuses to act in) and gives each
+# test its own sandbox names ($SB_NAME-N) and host id range ($SB_UID_BASE), so that leftovers are
+# found exactly even while other sandboxes run. Provides:
+#   sb_run [RUN OPTIONS] -- CMD...   lazyroot run with this test's name, id range and the attack
+#                                    programs bound read-only at /lr; with SB_EXEC=1 it execs
+#                                    (so that `SB_EXEC=1 sb_run ... &` makes $! the launcher)
+#   attack [RUN OPTIONS] -- NAME ARGS...   run tests/sandbox/attack NAME in a sandbox
+#   sb_no_leftovers                  no process in the id range, no cgroup and no mount namespace
+#                                    holding a tmpfs of this test's sandboxes
+#   json_field FILE KEY              a field of a --json report (python3)
+need_root
+need_cmd python3 ps
+ROOTFS=$(bash "$REPO/tests/lib/rootfs.sh" --dir)
+ATTACK_DIR=${LAZYROOT_BUILD:-$REPO/build}/tests/sandbox
+[ -x "$ATTACK_DIR/attack" ] || fail "$ATTACK_DIR/attack is missing: make tests-build"
+HOST_PIDNS=$(stat -L -c %i /proc/self/ns/pid)
+SB_NAME=lrtest-$TEST_NAME-$$
+SB_UID_BASE=$((2100000000 + ($$ % 2000) * 65536))
+_sb_count=0
+
+sb_run() {
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	_sb_count=$((_sb_count + 1))
+	${SB_EXEC:+exec} "$LAZYROOT" run --rootfs "$ROOTFS" --name "$SB_NAME-$_sb_count" --set "uid_base=$SB_UID_BASE" \
+		--bind "$ATTACK_DIR:/lr" "${opts[@]}" -- "$@"
+}
+
+attack() {
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	sb_run "${opts[@]}" -- /lr/attack "$HOST_PIDNS" "$@"
+}
+
+sb_no_leftovers() {
+	local procs cgroups mounts
+	procs=$(ps -e -o pid=,uid=,args= |
+		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '$2 >= lo && $2 < hi')
+	cgroups=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$SB_NAME-*" 2>/dev/null || true)
+	mounts=$(grep -l -- "$SB_NAME-" /proc/[0-9]*/mountinfo 2>/dev/null || true)
+	[ -z "$procs" ] || log "left behind: processes: $procs"
+	[ -z "$cgroups" ] || log "left behind: cgroups: $cgroups"
+	[ -z "$mounts" ] || log "left behind: mounts seen by: $mounts"
+	[ -z "$procs$cgroups$mounts" ]
+}
+
+json_field() {
+	python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print("null" if v is None else str(v).lower() if isinstance(v, bool) else v)' "$1" "$2"
+}
+
+# Whatever happens, remove cgroups this test's sandboxes may have left (a launcher killed by
+# SIGKILL cannot remove its own).
+_sb_cleanup() {
+	find /sys/fs/cgroup -maxdepth 8 -depth -type d -name "$SB_NAME-*" -exec rmdir {} + 2>/dev/null
+	return 0
+}
+cleanup_add _sb_cleanup

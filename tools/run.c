@@ -1,0 +1,165 @@
+/* run.c — `lazyroot run [OPTIONS] --rootfs DIR -- CMD [ARG...]`. */
+#include <getopt.h>
+#include <signal.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox.h"
+#include "tools/tools.h"
+
+#define RUN_FAILED 125   /* the launcher itself failed: bad option, setup error */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot run [OPTIONS] --rootfs DIR -- CMD [ARG...]\n"
+	        "\n"
+	        "Run CMD in a fresh sandbox on an overlay above DIR (which never changes),\n"
+	        "pass its output through and exit with its status (128 + N when signal N\n"
+	        "ended it).  Nothing of the sandbox is left afterwards.  Needs root.\n"
+	        "Every limit has a default; sandbox/POLICY.md documents each field.\n"
+	        "\n"
+	        "  --rootfs DIR         the root filesystem (read-only lower layer)\n"
+	        "  --policy FILE        policy file (key = value lines); the options below\n"
+	        "                       override its fields whatever their order\n"
+	        "  --set KEY=VALUE      set any policy field\n"
+	        "  --env NAME=VALUE     add to the environment (repeatable)\n"
+	        "  --workdir DIR        working directory inside (default /)\n"
+	        "  --user UID[:GID]     ids inside, below 65536 (default 0:0)\n"
+	        "  --bind SRC:DST[:rw]  bind a host path, read-only unless :rw (repeatable)\n"
+	        "  --hostname NAME      (default sandbox)\n"
+	        "  --name NAME          names the sandbox's cgroups (default lazyroot-PID)\n"
+	        "  --memory SIZE        memory limit, 0 for none (default 1G)\n"
+	        "  --pids N             process limit, 0 for none (default 256)\n"
+	        "  --cpus N             CPU limit in cores, 0 for none (default 1)\n"
+	        "  --nofile N           open files limit (default 1024)\n"
+	        "  --tmpfs-size SIZE    room for the sandbox's writes (default 256M)\n"
+	        "  --timeout SECONDS    wall-clock limit, 0 for none (default 600)\n"
+	        "  --output-limit SIZE  stdout + stderr cap, 0 for none (default 64M)\n"
+	        "  --json[=FILE]        write a report as JSON to FILE, or as the last line\n"
+	        "                       on stderr\n"
+	        "  -h, --help           this text\n"
+	        "\n"
+	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
+	        "not found, 125 when the launcher fails (the message says why).\n");
+}
+
+struct setting {
+	const char *key, *value;
+};
+
+static void print_report(FILE *f, const struct sandbox_result *res)
+{
+	fprintf(f, "{\"status\":%d,\"signal\":%d,\"killed_by\":", res->status, res->signal);
+	if (res->killed_by == SANDBOX_KILL_NONE)
+		fputs("null", f);
+	else
+		fprintf(f, "\"%s\"", sandbox_kill_name(res->killed_by));
+	fprintf(f, ",\"wall_seconds\":%.6f,\"cpu_seconds\":%.6f,\"memory_peak\":%llu,"
+	        "\"output_bytes\":%llu,\"pids_limit_hit\":%s}\n",
+	        res->wall_seconds, res->cpu_seconds, (unsigned long long)res->memory_peak,
+	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false");
+}
+
+int cmd_run(int argc, char **argv)
+{
+	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
+	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_JSON };
+	static const struct option opts[] = {
+		{ "rootfs", required_argument, NULL, O_ROOTFS },
+		{ "policy", required_argument, NULL, O_POLICY },
+		{ "set", required_argument, NULL, O_SET },
+		{ "env", required_argument, NULL, O_ENV },
+		{ "workdir", required_argument, NULL, O_WORKDIR },
+		{ "user", required_argument, NULL, O_USER },
+		{ "bind", required_argument, NULL, O_BIND },
+		{ "hostname", required_argument, NULL, O_HOSTNAME },
+		{ "name", required_argument, NULL, O_NAME },
+		{ "memory", required_argument, NULL, O_MEMORY },
+		{ "pids", required_argument, NULL, O_PIDS },
+		{ "cpus", required_argument, NULL, O_CPUS },
+		{ "nofile", required_argument, NULL, O_NOFILE },
+		{ "tmpfs-size", required_argument, NULL, O_TMPFS },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "output-limit", required_argument, NULL, O_OUTPUT },
+		{ "json", optional_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	static const char *const keys[] = {
+		[O_ROOTFS - 256] = "rootfs", [O_ENV - 256] = "env", [O_WORKDIR - 256] = "workdir",
+		[O_USER - 256] = "user", [O_BIND - 256] = "bind", [O_HOSTNAME - 256] = "hostname",
+		[O_NAME - 256] = "name", [O_MEMORY - 256] = "memory", [O_PIDS - 256] = "pids",
+		[O_CPUS - 256] = "cpus", [O_NOFILE - 256] = "nofile", [O_TMPFS - 256] = "tmpfs_size",
+		[O_TIMEOUT - 256] = "timeout", [O_OUTPUT - 256] = "output",
+	};
+	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
+	_cleanup_free_ char *keybuf = NULL;
+	struct sandbox_result res;
+	struct sandbox *sb = NULL;
+	const char *policy = NULL, *json = NULL;
+	bool want_json = false;
+	size_t nset = 0;
+	int c, r;
+
+	if (!set)
+		return RUN_FAILED;
+	optind = 1;
+	/* '+': stop at the first non-option, so that CMD's own options stay its own. */
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_POLICY: policy = optarg; break;
+		case O_JSON: want_json = true; json = optarg; break;
+		case O_SET: {
+			char *eq = strchr(optarg, '=');
+
+			if (!eq || eq == optarg) {
+				log_error(-EINVAL, "--set '%s': want KEY=VALUE", optarg);
+				return RUN_FAILED;
+			}
+			*eq = '\0';
+			set[nset++] = (struct setting){ optarg, eq + 1 };
+			break;
+		}
+		case 'h': usage(stdout); return 0;
+		default:
+			if (c >= O_ROOTFS && c <= O_OUTPUT && keys[c - 256]) {
+				set[nset++] = (struct setting){ keys[c - 256], optarg };
+				break;
+			}
+			usage(stderr);
+			return RUN_FAILED;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return RUN_FAILED;
+	}
+	if (sandbox_new(&sb) < 0)
+		return RUN_FAILED;
+	r = policy ? sandbox_load_policy(sb, policy) : 0;
+	for (size_t i = 0; r == 0 && i < nset; i++)
+		r = sandbox_set(sb, set[i].key, set[i].value);
+	if (r == 0)
+		r = sandbox_run(sb, argv + optind, &res);
+	sandbox_free(sb);
+	if (r < 0)
+		return RUN_FAILED;
+	if (want_json) {
+		if (json && *json) {
+			FILE *f = fopen(json, "we");
+
+			if (!f) {
+				log_errno(-errno, "--json '%s'", json);
+				return RUN_FAILED;
+			}
+			print_report(f, &res);
+			if (fclose(f) != 0) {
+				log_errno(-EIO, "--json '%s'", json);
+				return RUN_FAILED;
+			}
+		} else {
+			print_report(stderr, &res);
+		}
+	}
+	return res.status;
+}

@@ -140,7 +140,9 @@ check gone "$pid"
 check_not mountpoint -q "$mnt3"
 
 # --- a remount needs no store: the index is kept in the cache (a hex ref needs no tag)
-hex=$(sed -n 's/.* lazyroot:\([0-9a-f]*\) .*/\1/p' /proc/self/mountinfo | head -n 1)
+hex=$(awk -v m="$mnt" '$5 == m { for (i = 1; i <= NF; i++) if (sub(/^lazyroot:/, "", $i)) print $i }' \
+	/proc/self/mountinfo)
+check test -n "$hex"
 full=$(ls "$cache/indexes" | grep "^$hex")
 check test -n "$full"
 mnt4=$WORK/mnt4

@@ -703,14 +703,15 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 			}
 			return;
 		}
-		log_msg(LOG_WARN, "store '%s': %s: %s (HTTP %ld); giving up after %u retries",
+		/* the caller logs the failure with its context; this is the detail */
+		log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld); giving up after %u retries",
 		        h->s->url, x->url, curl_easy_strerror(cc), status, x->attempt);
 		xfer_complete(x, err);
 		return;
 	}
 	if (v == HTTP_FAIL) {
 		if (err != -ENOENT)
-			log_msg(LOG_WARN, "store '%s': %s: %s (HTTP %ld)", h->s->url, x->url,
+			log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld)", h->s->url, x->url,
 			        curl_easy_strerror(cc), status);
 		xfer_complete(x, err);
 		return;

@@ -236,6 +236,8 @@ static int read_request(int fd, struct sbuf *req, size_t *ret_head)
 	const char *cl;
 
 	req->len = 0;
+	if (req->p)
+		req->p[0] = 0;
 	while (!req->p || !(end = strstr(req->p, "\r\n\r\n"))) {
 		ssize_t k = recv(fd, buf, sizeof(buf), 0);
 

@@ -53,7 +53,8 @@ static bool mop_next(struct mop *m, int64_t res)
 	int r;
 
 	while (m->idx + 1 < s->nchildren) {
-		log_msg(LOG_WARN, "store '%s': %s: %s; trying the next mirror",
+		/* a mirror that lags (no such object yet) is ordinary: say it quietly */
+		log_msg(res == -ENOENT ? LOG_INFO : LOG_WARN, "store '%s': %s: %s; trying the next mirror",
 		        store_url(s->children[m->idx]), m->key, strerror((int)-res));
 		m->idx++;
 		r = mop_start(m);

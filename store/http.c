@@ -33,7 +33,7 @@
 #include "lib/loop.h"
 #include "store/store-internal.h"
 
-#define HTTP_DEFAULT_TRANSFERS 32
+#define HTTP_DEFAULT_TRANSFERS 32    /* bench/remote: 4-32 alike on loopback; latency wants more */
 #define HTTP_BACKOFF_BASE_NS (50ULL * 1000000)
 #define HTTP_BACKOFF_CAP_NS (2000ULL * 1000000)
 #define HTTP_MAX_OBJECT (1ULL << 30)   /* a whole-object get larger than this is refused */

@@ -715,38 +715,47 @@ static void write_start(struct flight *f)
 
 /* -- fetching from the store -- */
 
-static void fetch_cb(void *ud, int64_t res, struct buf *data)
+/* Decode and verify what the store returned, into f->data: bytes that fail
+ * are refused here, so that a store with mirrors asks the next one. */
+static int fetch_check(void *ud, struct buf *data)
 {
 	struct flight *f = ud;
 	struct cache *c = f->c;
 	int r;
 
-	c->fetching--;
-	stat_sub(&c->st->inflight, 1);
-	count_latency(c, now_ns() - f->t0);
-	fetch_next(c);
-	if (res < 0) {
-		log_errno((int)res, "cache: fetching chunk %s from %s", f->hex, store_url(f->store));
-		flight_fail(f, -EIO);
-		return;
-	}
-	stat_add(&c->st->fetched_bytes, data->len);
 	/* a failed verification leaves its buffer: same size, reuse it */
 	if (!f->data)
 		f->data = malloc(f->ch.size ? f->ch.size : 1);
-	if (!f->data) {
-		flight_fail(f, -ENOMEM);
-		return;
-	}
+	if (!f->data)
+		return -ENOMEM;
 	r = chunk_decode(c->dctx, f->ch.name, f->ch.flags, f->ch.size, data->data, data->len,
 	                 f->data);
 	if (r < 0) {
 		stat_add(&c->st->verify_failures, 1);
 		log_msg(LOG_ERR, "cache: chunk %s from %s fails verification", f->hex,
 		        store_url(f->store));
-		flight_fail(f, -EIO);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static void fetch_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+
+	c->fetching--;
+	stat_sub(&c->st->inflight, 1);
+	count_latency(c, now_ns() - f->t0);
+	fetch_next(c);
+	if (res < 0) {
+		if (res != -EBADMSG)
+			log_errno((int)res, "cache: fetching chunk %s from %s", f->hex,
+			          store_url(f->store));
+		flight_fail(f, res == -ENOMEM ? -ENOMEM : -EIO);
 		return;
 	}
+	stat_add(&c->st->fetched_bytes, data->len);
 	stat_add(&c->st->fetched_raw_bytes, f->ch.size);
 	f->fetched = true;
 	flight_serve(f);
@@ -763,7 +772,9 @@ static void fetch_start(struct flight *f)
 	c->fetching++;
 	stat_add(&c->st->inflight, 1);
 	f->t0 = now_ns();
-	r = store_get(f->store, key, 0, 0, fetch_cb, f);
+	/* the store counts into the shared stats file (a pointer assignment) */
+	store_set_counters(f->store, &c->st->store);
+	r = store_get_checked(f->store, key, 0, 0, fetch_check, fetch_cb, f);
 	if (r < 0) {
 		c->fetching--;
 		stat_sub(&c->st->inflight, 1);

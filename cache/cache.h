@@ -31,6 +31,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/store.h"
+
 struct loop;
 struct store;
 struct cache;
@@ -120,6 +122,9 @@ struct cache_stats {
 	uint64_t fetch_latency[CACHE_LATENCY_BUCKETS];
 	uint64_t fetch_latency_sum_us;
 	struct cache_image_stats images[CACHE_STATS_IMAGES];
+	/* what the stores the daemons fetch from did: requests, retries of
+	 * transient failures, mirror failovers, operations that failed for good */
+	struct store_counters store;
 };
 
 /* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */

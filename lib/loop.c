@@ -40,13 +40,14 @@ enum op_kind {
 	OP_POLL,
 	OP_TIMER,
 	OP_TIMER_REMOVE,  /* internal: cancels a submitted timer */
+	OP_POLL_REMOVE,   /* internal: cancels a submitted cancellable poll */
 	OP_WAKE,          /* internal: the eventfd poll of loop_post() */
 	OP_DEFER,         /* never reaches the kernel */
 };
 
 struct loop_op {
 	struct loop_op *next;             /* user-space queue or ready list */
-	struct loop_op *tprev, *tnext;    /* live timers, for loop_cancel_timer() */
+	struct loop_op *tprev, *tnext;    /* live timers and cancellable polls */
 	enum op_kind kind;
 	bool submitted;                   /* prepared into the SQ ring */
 	bool cancelled;
@@ -61,8 +62,8 @@ struct loop_op {
 	size_t len;
 	uint64_t off;
 	const char *path, *path2;
-	struct loop_op *target;           /* OP_TIMER_REMOVE */
-	int64_t id;                       /* OP_TIMER */
+	struct loop_op *target;           /* OP_TIMER_REMOVE, OP_POLL_REMOVE */
+	int64_t id;                       /* OP_TIMER, cancellable OP_POLL (0: not cancellable) */
 	struct __kernel_timespec ts;      /* OP_TIMER: read by the kernel at submission */
 };
 
@@ -80,7 +81,7 @@ struct loop {
 	unsigned queued;
 	struct loop_op *r_head, *r_tail;  /* ready: run at the next loop_run_once() */
 	unsigned ready;
-	struct loop_op *timers;           /* live timers (doubly linked) */
+	struct loop_op *timers;           /* live timers and cancellable polls (doubly linked) */
 	int64_t next_timer_id;
 	struct loop_op wake;              /* embedded: lives as long as the loop */
 	bool wake_armed;
@@ -198,6 +199,9 @@ static bool op_prep(struct loop *l, struct loop_op *op)
 		break;
 	case OP_TIMER_REMOVE:
 		io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)op->target, 0);
+		break;
+	case OP_POLL_REMOVE:
+		io_uring_prep_poll_remove(sqe, (uint64_t)(uintptr_t)op->target);
 		break;
 	case OP_DEFER:
 		break;
@@ -353,6 +357,29 @@ int loop_poll(struct loop *l, int fd, unsigned events, loop_cb cb, void *ud)
 	return 0;
 }
 
+/* Give op an id and put it on the list of operations that can be cancelled. */
+static int64_t live_add(struct loop *l, struct loop_op *op)
+{
+	op->id = l->next_timer_id++;
+	op->tnext = l->timers;
+	if (l->timers)
+		l->timers->tprev = op;
+	l->timers = op;
+	op_start(l, op);
+	return op->id;
+}
+
+int64_t loop_poll_id(struct loop *l, int fd, unsigned events, loop_cb cb, void *ud)
+{
+	struct loop_op *op = op_new(OP_POLL, cb, ud);
+
+	if (!op)
+		return -ENOMEM;
+	op->fd = fd;
+	op->events = events;
+	return live_add(l, op);
+}
+
 int64_t loop_timer(struct loop *l, uint64_t ns, loop_cb cb, void *ud)
 {
 	struct loop_op *op = op_new(OP_TIMER, cb, ud);
@@ -361,13 +388,7 @@ int64_t loop_timer(struct loop *l, uint64_t ns, loop_cb cb, void *ud)
 		return -ENOMEM;
 	op->ts.tv_sec = (long long)(ns / 1000000000ULL);
 	op->ts.tv_nsec = (long long)(ns % 1000000000ULL);
-	op->id = l->next_timer_id++;
-	op->tnext = l->timers;
-	if (l->timers)
-		l->timers->tprev = op;
-	l->timers = op;
-	op_start(l, op);
-	return op->id;
+	return live_add(l, op);
 }
 
 static void timer_unlink(struct loop *l, struct loop_op *op)
@@ -381,14 +402,14 @@ static void timer_unlink(struct loop *l, struct loop_op *op)
 	op->tprev = op->tnext = NULL;
 }
 
-/* Cost: O(live timers); daemons keep a handful. */
-int loop_cancel_timer(struct loop *l, int64_t id)
+/* Cost: O(live timers and cancellable polls); daemons keep a handful. */
+static int cancel_live(struct loop *l, int64_t id, enum op_kind kind)
 {
 	struct loop_op *op, *rm;
 
 	for (op = l->timers; op && op->id != id; op = op->tnext)
 		;
-	if (!op)
+	if (!op || op->kind != kind)
 		return -ENOENT;
 	if (op->cancelled)
 		return -EALREADY;
@@ -409,12 +430,22 @@ int loop_cancel_timer(struct loop *l, int64_t id)
 		ready_append(l, op, -ECANCELED);
 		return 0;
 	}
-	rm = op_new(OP_TIMER_REMOVE, NULL, NULL);
+	rm = op_new(kind == OP_TIMER ? OP_TIMER_REMOVE : OP_POLL_REMOVE, NULL, NULL);
 	if (!rm)
 		return -ENOMEM;
 	rm->target = op;
 	op_start(l, rm);
 	return 0;
+}
+
+int loop_cancel_timer(struct loop *l, int64_t id)
+{
+	return cancel_live(l, id, OP_TIMER);
+}
+
+int loop_cancel_poll(struct loop *l, int64_t id)
+{
+	return cancel_live(l, id, OP_POLL);
 }
 
 int loop_defer(struct loop *l, void (*fn)(void *ud), void *ud)
@@ -521,10 +552,12 @@ static int dispatch(struct loop *l, struct loop_op *op, int res)
 		wake_rearm(l);
 		return run_posts(l);
 	case OP_TIMER_REMOVE:
+	case OP_POLL_REMOVE:
 		free(op);
 		return 0;
 	case OP_TIMER:
-		if (res == -ETIME)
+	case OP_POLL:
+		if (op->kind == OP_TIMER && res == -ETIME)
 			res = 0;
 		if (op->tprev || op->tnext || l->timers == op)
 			timer_unlink(l, op);

@@ -46,6 +46,12 @@ int loop_linkat(struct loop *l, int olddfd, const char *oldpath, int newdfd, con
 int loop_unlinkat(struct loop *l, int dfd, const char *path, int flags, loop_cb cb, void *ud);
 /* One-shot readiness of fd for events (POLLIN, POLLOUT…); res = revents. */
 int loop_poll(struct loop *l, int fd, unsigned events, loop_cb cb, void *ud);
+/* loop_poll() that can be cancelled: returns an id for loop_cancel_poll(). */
+int64_t loop_poll_id(struct loop *l, int fd, unsigned events, loop_cb cb, void *ud);
+/* Cancel a pending poll started by loop_poll_id(); its callback runs with
+ * -ECANCELED (or with the readiness it reached first).  Closing the fd does not
+ * end a poll: the ring holds the file until the poll completes or is cancelled. */
+int loop_cancel_poll(struct loop *l, int64_t id);
 /* A timer: cb(ud, 0) after ns nanoseconds.  Returns an id for loop_cancel_timer. */
 int64_t loop_timer(struct loop *l, uint64_t ns, loop_cb cb, void *ud);
 /* Cancel a pending timer; its callback runs with -ECANCELED. */

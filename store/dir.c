@@ -523,15 +523,12 @@ int store_dir_open(const char *path, struct store **ret)
 	r = mkdir_p(path, 0755);
 	if (r < 0)
 		return log_errno(r, "store '%s': cannot create directory", path);
-	s = calloc(1, sizeof(*s));
 	d = calloc(1, sizeof(*d));
-	if (!s || !d) {
-		free(s);
+	s = d ? store_alloc(&dir_ops, d) : NULL;
+	if (!s) {
 		free(d);
 		return -ENOMEM;
 	}
-	s->ops = &dir_ops;
-	s->backend = d;
 	d->root = strdup(path);
 	d->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->root_fd < 0 || !d->root) {

@@ -26,6 +26,10 @@ struct store_ops {
 	int (*run_once)(struct store *s, int wait);
 	/* Operations started and not yet completed by the backend itself. */
 	unsigned (*pending)(struct store *s);
+	/* store_get_checked, for backends that can fail over (mirrors); NULL:
+	 * store.c checks the result of get. */
+	int (*get_checked)(struct store *s, const char *key, uint64_t off, uint64_t len,
+	                   store_check_fn check, store_get_cb cb, void *ud);
 	void (*free)(struct store *s);
 };
 
@@ -42,7 +46,17 @@ struct store {
 	/* set while a loop_defer() that will run the deferred queue is pending;
 	 * owned by that deferral, which frees it (the store may be gone) */
 	struct store_kick *kick;
+	uint64_t fetch_timeout_ms;
+	struct store_counters own;
+	struct store_counters *counters;       /* &own, or the caller's */
+	struct store **children;               /* mirrors: the stores they read in order */
+	size_t nchildren;
 };
+
+/* A new store with ops and backend, defaults set; -ENOMEM as NULL. */
+struct store *store_alloc(const struct store_ops *ops, void *backend);
+
+#define STORE_COUNT(s, field, n) __atomic_add_fetch(&(s)->counters->field, (n), __ATOMIC_RELAXED)
 
 /* Queue a completion; takes data's contents (get) or names (list). */
 int store_defer(struct store *s, store_cb cb, void *ud, int64_t res);
@@ -55,5 +69,23 @@ int store_defer_list(struct store *s, store_list_cb cb, void *ud, int64_t res, c
 bool store_key_valid(const char *key);
 
 int store_dir_open(const char *path, struct store **ret);
+int store_http_open(const char *url, struct store **ret);
+/* Takes the n stores (all of them, also on failure). */
+int store_mirror_open(struct store **children, size_t n, struct store **ret);
+
+/* ---- HTTP helpers, exposed for unit tests ---------------------------------- */
+
+/* The URL of key under base: the dir layout (chunks fanned out), every byte
+ * outside [A-Za-z0-9-._~/:@] percent-encoded.  Returns 0 or -ENAMETOOLONG. */
+int http_key_url(const char *base, const char *key, char *out, size_t outlen);
+enum http_verdict { HTTP_DONE, HTTP_RETRY, HTTP_FAIL };
+/* How to go on after a transfer that ended with curl code cc (a CURLcode)
+ * and HTTP status: done, retry, or fail; *ret_err gets the -errno to report
+ * (for retry: the one to report when no retry is left). */
+enum http_verdict http_classify(int cc, long status, int *ret_err);
+/* Delay before retry number attempt (1 = the first retry): base doubled per
+ * attempt up to cap, the upper half of it drawn at random from rnd ("equal
+ * jitter": never less than half the step, so retries stay spaced out). */
+uint64_t http_backoff_ns(unsigned attempt, uint64_t base_ns, uint64_t cap_ns, uint32_t rnd);
 
 #endif

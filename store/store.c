@@ -26,19 +26,75 @@ struct deferred {
 	size_t n;
 };
 
-int store_open(const char *url, struct store **ret)
+struct store *store_alloc(const struct store_ops *ops, void *backend)
+{
+	struct store *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->ops = ops;
+	s->backend = backend;
+	s->fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS;
+	s->counters = &s->own;
+	return s;
+}
+
+/* One store, not a list of mirrors. */
+static int open_one(const char *url, struct store **ret)
 {
 	const char *path = NULL;
 	struct store *s = NULL;
 	int r;
 
-	if (!strncmp(url, "dir:", 4))
-		path = url + 4;
-	else if (url[0] == '/' || url[0] == '.' || !strstr(url, "://"))
-		path = url;
-	if (!path)
-		return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme", url);
-	r = store_dir_open(path, &s);
+	if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
+		r = store_http_open(url, &s);
+	} else {
+		if (!strncmp(url, "dir:", 4))
+			path = url + 4;
+		else if (url[0] == '/' || url[0] == '.' || !strstr(url, "://"))
+			path = url;
+		if (!path)
+			return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme", url);
+		r = store_dir_open(path, &s);
+	}
+	if (r < 0)
+		return r;
+	s->url = strdup(url);
+	if (!s->url) {
+		store_free(s);
+		return -ENOMEM;
+	}
+	*ret = s;
+	return 0;
+}
+
+int store_open(const char *url, struct store **ret)
+{
+	_cleanup_free_ char *copy = NULL;
+	struct store **v = NULL, *s = NULL;
+	size_t n = 0;
+	char *save = NULL;
+	int r = 0;
+
+	if (!strchr(url, ','))
+		return open_one(url, ret);
+	copy = strdup(url);
+	v = calloc(strlen(url) / 2 + 2, sizeof(*v));
+	if (!copy || !v) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save))
+		r = open_one(u, &v[n++]);
+	if (r == 0 && n < 2)
+		r = log_error(-EINVAL, "store '%s': a list of mirrors needs two stores or more", url);
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			store_free(v[i]);
+		free(v);
+		return r;
+	}
+	r = store_mirror_open(v, n, &s);
 	if (r < 0)
 		return r;
 	s->url = strdup(url);
@@ -100,10 +156,41 @@ static unsigned backend_pending(struct store *s);
 
 int store_set_loop(struct store *s, struct loop *l)
 {
+	int r;
+
 	if (s->def_head || backend_pending(s))
 		return -EBUSY;
+	for (size_t i = 0; i < s->nchildren; i++) {
+		r = store_set_loop(s->children[i], l);
+		if (r < 0)
+			return r;
+	}
 	s->loop = l;
 	return 0;
+}
+
+/* Every mirror but the last gives up after a short while, so that a dead
+ * mirror delays a read by seconds, not by the whole timeout. */
+#define MIRROR_FETCH_TIMEOUT_MS 2000
+
+void store_set_fetch_timeout(struct store *s, uint64_t ms)
+{
+	s->fetch_timeout_ms = ms;
+	for (size_t i = 0; i < s->nchildren; i++)
+		store_set_fetch_timeout(s->children[i], i + 1 < s->nchildren ?
+		                        MIN(ms, MIRROR_FETCH_TIMEOUT_MS) : ms);
+}
+
+void store_set_counters(struct store *s, struct store_counters *c)
+{
+	s->counters = c ? c : &s->own;
+	for (size_t i = 0; i < s->nchildren; i++)
+		store_set_counters(s->children[i], s->counters);
+}
+
+const struct store_counters *store_get_counters(const struct store *s)
+{
+	return s->counters;
 }
 
 void store_free(struct store *s)
@@ -213,6 +300,47 @@ int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, stor
 	if (!store_key_valid(key))
 		return -EINVAL;
 	return s->ops->get(s, key, off, len, cb, ud);
+}
+
+/* A checked get on a backend without mirrors: check, then hand over. */
+struct checked_get {
+	store_check_fn check;
+	store_get_cb cb;
+	void *ud;
+};
+
+static void checked_get_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct checked_get *g = ud;
+
+	if (res >= 0) {
+		int r = g->check(g->ud, data);
+
+		if (r < 0)
+			res = r;
+	}
+	g->cb(g->ud, res, data);
+	free(g);
+}
+
+int store_get_checked(struct store *s, const char *key, uint64_t off, uint64_t len,
+                      store_check_fn check, store_get_cb cb, void *ud)
+{
+	struct checked_get *g;
+	int r;
+
+	if (!store_key_valid(key))
+		return -EINVAL;
+	if (s->ops->get_checked)
+		return s->ops->get_checked(s, key, off, len, check, cb, ud);
+	g = malloc(sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	*g = (struct checked_get){ check, cb, ud };
+	r = s->ops->get(s, key, off, len, checked_get_cb, g);
+	if (r < 0)
+		free(g);
+	return r;
 }
 
 int store_head(struct store *s, const char *key, store_cb cb, void *ud)

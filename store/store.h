@@ -3,11 +3,43 @@
  * list) and its backends, picked by URL:
  *
  *   dir:/path or /path     files under a fan-out directory tree
+ *   http://… or https://…  an HTTP server that stores PUT bodies (nginx
+ *                          WebDAV); see "HTTP" below
+ *   URL,URL,…              mirrors: see "Mirrors" below
  *
  * Keys are '/'-separated names: "chunks/<32 hex>", "indexes/<32 hex>",
  * "tags/<name>:<tag>".  A backend maps them to its own layout (the dir
  * backend fans chunks out as chunks/ab/<hex>).  Writes are atomic and
  * idempotent: a reader sees a whole object or none.
+ *
+ * HTTP: the layout under the base URL is the dir backend's, so a dir store
+ * served by any web server is a valid read-only HTTP store, and nginx WebDAV
+ * (dav_methods PUT; create_full_put_path on) over a directory makes one that
+ * a build can push to:
+ *   BASE/chunks/ab/<hex>  BASE/indexes/<hex>  BASE/tags/<name>:<tag>
+ * get is a GET (with Range when a part is asked for), head a HEAD (size from
+ * Content-Length), put a PUT; list reads directory listings in nginx's
+ * `autoindex on; autoindex_format json;` form (only tags are ever listed).
+ * 404 and 410 are -ENOENT; other 4xx fail at once (401/403 -EACCES, the rest
+ * -EPROTO); connection failures, resets, timeouts, short bodies, 408, 429 and
+ * 5xx are retried with exponential backoff and jitter (50 ms doubling up to
+ * 2 s) until the operation's fetch timeout (store_set_fetch_timeout) ends,
+ * then fail with the last error.  Proxies: libcurl's usual variables
+ * (http_proxy, https_proxy, no_proxy).  TLS: the system's CA store, or
+ * CURL_CA_BUNDLE, else SSL_CERT_FILE (a file), and SSL_CERT_DIR (a directory).
+ * Tuning through the environment: LAZYROOT_HTTP_TRANSFERS (transfers in
+ * flight per store handle, default 32: measured against nginx on loopback,
+ * see bench/RESULTS.md), LAZYROOT_HTTP_CONNECT_TIMEOUT (seconds, default 5)
+ * and LAZYROOT_HTTP_LOW_SPEED_TIME (a transfer moving under 1 KiB/s for this
+ * many seconds is dropped and retried; default 10).
+ *
+ * Mirrors: several store URLs joined by ',' (a URL that holds a ',' must
+ * spell it %2C), read in order.  A get goes to the first mirror; when it
+ * fails (after that mirror's own retries: 2 s at most for every mirror but the
+ * last, which keeps the whole fetch timeout) or its bytes fail the caller's
+ * check (store_get_checked), the next mirror serves it.  list fails over the
+ * same way.  head and put go to the first mirror only: it is the one builds
+ * push to, the others are read replicas.
  *
  * Asynchrony: an operation starts at once and its callback runs later from
  * store_run() (or store_run_once()) on the thread that drives the store; a
@@ -43,6 +75,24 @@ int store_set_loop(struct store *s, struct loop *l);
 /* The URL as given (borrowed). */
 const char *store_url(const struct store *s);
 
+/* How long an operation of a remote store keeps retrying transient failures
+ * before it fails (default STORE_DEFAULT_FETCH_TIMEOUT_MS); no-op for dir:. */
+#define STORE_DEFAULT_FETCH_TIMEOUT_MS 30000
+void store_set_fetch_timeout(struct store *s, uint64_t ms);
+
+/* What a remote store did, counted with atomic adds (several daemons may
+ * share one set: the cache keeps them in its stats file). */
+struct store_counters {
+	uint64_t requests;     /* HTTP requests made (retries included) */
+	uint64_t retries;      /* requests repeated after a transient failure */
+	uint64_t failovers;    /* objects a later mirror served after an earlier failed */
+	uint64_t failures;     /* operations that failed for good (404 excluded) */
+};
+/* Count into c (borrowed; it must outlive the store) from now on; NULL: the
+ * store's own counters again. */
+void store_set_counters(struct store *s, struct store_counters *c);
+const struct store_counters *store_get_counters(const struct store *s);
+
 /* res: >= 0 on success (get: bytes; head: object size; put/list: 0), -errno:
  * -ENOENT when the object does not exist. */
 typedef void (*store_cb)(void *ud, int64_t res);
@@ -55,6 +105,15 @@ typedef void (*store_list_cb)(void *ud, int64_t res, char **names, size_t n);
 /* Read len bytes at off of key (len 0: to the end). */
 int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, store_get_cb cb,
               void *ud);
+/* Judge the bytes a get returned before they are handed over: 0 to accept,
+ * -errno to refuse them (-EBADMSG: wrong bytes).  It gets the get's ud, and
+ * may keep what it derived from data (e.g. decoded bytes) in it. */
+typedef int (*store_check_fn)(void *ud, struct buf *data);
+/* store_get, with the result checked by check: refused bytes make the next
+ * mirror serve the object; when none is left (or there are no mirrors) cb
+ * gets check's error. */
+int store_get_checked(struct store *s, const char *key, uint64_t off, uint64_t len,
+                      store_check_fn check, store_get_cb cb, void *ud);
 int store_head(struct store *s, const char *key, store_cb cb, void *ud);
 /* data is borrowed until the callback runs. */
 int store_put(struct store *s, const char *key, const void *data, size_t len, store_cb cb,

@@ -89,6 +89,9 @@ static void print_table(const char *dir, const struct cache_stats *st)
 	printf("  %-18s %llu (%s)\n", "evictions", (unsigned long long)st->evictions,
 	       format_size(st->evicted_bytes, a, sizeof(a)));
 	printf("  %-18s %llu\n", "memory served", (unsigned long long)st->memory_served);
+	printf("  %-18s %llu requests, %llu retries, %llu failovers, %llu failures\n", "store",
+	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
+	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures);
 	printf("\n%-32s  %-24s %10s %10s %7s %8s\n", "image", "mountpoint", "read", "size",
 	       "% read", "chunks");
 	for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
@@ -111,7 +114,8 @@ static void print_json(const struct cache_stats *st)
 	       "\"fetched_bytes\":%llu,\"fetched_raw_bytes\":%llu,\"served_bytes\":%llu,"
 	       "\"verify_failures\":%llu,\"errors\":%llu,\"evictions\":%llu,"
 	       "\"evicted_bytes\":%llu,\"memory_served\":%llu,\"fetch_latency_sum_us\":%llu,"
-	       "\"fetch_latency_us\":[",
+	       "\"store_requests\":%llu,\"store_retries\":%llu,\"store_failovers\":%llu,"
+	       "\"store_failures\":%llu,\"fetch_latency_us\":[",
 	       (unsigned long long)st->used, (unsigned long long)st->limit,
 	       (unsigned long long)st->inflight, (unsigned long long)st->hits,
 	       (unsigned long long)st->misses, (unsigned long long)st->fetched_bytes,
@@ -119,7 +123,9 @@ static void print_json(const struct cache_stats *st)
 	       (unsigned long long)st->verify_failures, (unsigned long long)st->errors,
 	       (unsigned long long)st->evictions, (unsigned long long)st->evicted_bytes,
 	       (unsigned long long)st->memory_served,
-	       (unsigned long long)st->fetch_latency_sum_us);
+	       (unsigned long long)st->fetch_latency_sum_us,
+	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
+	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures);
 	/* the last bucket holds everything slower: no upper bound */
 	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++) {
 		if (i == CACHE_LATENCY_BUCKETS - 1)
@@ -197,6 +203,14 @@ static void print_prometheus(const struct cache_stats *st)
 		F("evicted_bytes_total", "counter", "Bytes of chunk files evicted.", evicted_bytes),
 		F("memory_served_total", "counter", "Reads served from memory: cache disk full.",
 		  memory_served),
+		F("store_requests_total", "counter", "Requests made to remote stores.",
+		  store.requests),
+		F("store_retries_total", "counter", "Requests repeated after a transient failure.",
+		  store.retries),
+		F("store_failovers_total", "counter", "Objects a later mirror served.",
+		  store.failovers),
+		F("store_failures_total", "counter", "Store operations that failed for good.",
+		  store.failures),
 #undef F
 	};
 	static const struct {

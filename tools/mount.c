@@ -60,18 +60,22 @@ static void mount_usage(FILE *f)
 	        "  --cache DIR        node-local cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
 	        "  --readahead N      chunks fetched ahead of a sequential reader (default %d)\n"
+	        "  --fetch-timeout S  seconds a read waits for an unreachable or failing remote\n"
+	        "                     store (retrying) before it gets EIO (default %d)\n"
 	        "  --suid             honour setuid/setgid bits (default: nosuid)\n"
 	        "  --dev              honour device nodes (default: nodev)\n"
 	        "  --no-allow-other   only the mounting user may use the mount\n"
 	        "  -f, --foreground   stay in the foreground\n"
 	        "  --debug            FUSE debug output on stderr (implies -f)\n"
 	        "  -h, --help         this text\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD,
+	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
 }
 
 struct mount_opts {
 	const char *ref, *mountpoint, *store_url, *cache_dir;
 	uint64_t cache_size;
+	uint64_t fetch_timeout_ms;
 	unsigned readahead;
 	bool foreground, debug, suid, dev, allow_other;
 };
@@ -192,6 +196,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	r = store_open(tools_store_url(o->store_url), &s);
 	if (r < 0)
 		goto out;
+	store_set_fetch_timeout(s, o->fetch_timeout_ms);
 	r = store_set_loop(s, l);
 	if (r < 0) {
 		log_errno(r, "store '%s': attaching it to the loop", store_url(s));
@@ -360,12 +365,14 @@ static int run_background(const struct mount_opts *o)
 
 int cmd_mount(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG };
+	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
+	       O_FETCH_TIMEOUT };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
 		{ "readahead", required_argument, NULL, O_READAHEAD },
+		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
 		{ "suid", no_argument, NULL, O_SUID },
 		{ "dev", no_argument, NULL, O_DEV },
 		{ "no-allow-other", no_argument, NULL, O_NOALLOW },
@@ -378,6 +385,7 @@ int cmd_mount(int argc, char **argv)
 		.cache_dir = NULL,
 		.cache_size = CACHE_DEFAULT_LIMIT,
 		.readahead = MOUNT_DEFAULT_READAHEAD,
+		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
 		.allow_other = true,
 	};
 	struct stat st;
@@ -401,6 +409,13 @@ int cmd_mount(int argc, char **argv)
 				return 2;
 			}
 			o.readahead = (unsigned)v;
+			break;
+		case O_FETCH_TIMEOUT:
+			if (parse_uint(optarg, 86400, &v) < 0) {
+				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
+				return 2;
+			}
+			o.fetch_timeout_ms = v * 1000;
 			break;
 		case O_SUID: o.suid = true; break;
 		case O_DEV: o.dev = true; break;

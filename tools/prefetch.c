@@ -27,10 +27,12 @@ static void usage(FILE *f)
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
 	        "  --cache DIR        cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
+	        "  --fetch-timeout S  seconds a chunk is retried on a failing remote store\n"
+	        "                     before it counts as failed (default %d)\n"
 	        "  --json             print a summary as JSON\n"
 	        "  --no-progress      no progress bar even on a terminal\n"
 	        "  -h, --help         this text\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
 }
 
 struct prefetch {
@@ -166,9 +168,10 @@ static void start_more(struct prefetch *p)
 
 int cmd_cache_prefetch(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_CACHE, O_SIZE, O_JSON, O_NOPROG };
+	enum { O_STORE = 256, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
+		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_SIZE },
 		{ "json", no_argument, NULL, O_JSON },
@@ -177,6 +180,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 		{ 0 }
 	};
 	const char *store_opt = NULL, *dir = NULL, *ref;
+	uint64_t fetch_timeout = STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000;
 	struct cache_params cp = { .limit = CACHE_DEFAULT_LIMIT };
 	struct prefetch p = { 0 };
 	struct index_map im = { 0 };
@@ -191,6 +195,12 @@ int cmd_cache_prefetch(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_STORE: store_opt = optarg; break;
+		case O_FETCH_TIMEOUT:
+			if (parse_uint(optarg, 86400, &fetch_timeout) < 0) {
+				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
+				return 2;
+			}
+			break;
 		case O_CACHE: dir = optarg; break;
 		case O_SIZE:
 			if (parse_size(optarg, &cp.limit) < 0) {
@@ -214,6 +224,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 	r = store_open(tools_store_url(store_opt), &s);
 	if (r < 0)
 		return 1;
+	store_set_fetch_timeout(s, fetch_timeout * 1000);
 	r = store_resolve(s, ref, hex);
 	if (r == 0)
 		r = load_index(s, cp.dir, hex, &im);

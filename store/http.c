@@ -1,0 +1,1058 @@
+/*
+ * http.c — the http:// and https:// store: libcurl's multi interface, driven
+ * either by the io_uring loop (store_set_loop) or, without one, by
+ * store_run_once() itself.  The layout, status mapping, retries and tuning are
+ * documented in store.h.
+ *
+ * Driving curl: CURLMOPT_SOCKETFUNCTION registers curl's sockets in an epoll
+ * set of our own, and the loop polls that one descriptor (one cancellable
+ * poll, armed while transfers run).  Polling each socket on the ring instead
+ * would pin every socket curl closes until its poll fired (the ring holds the
+ * file), and a stale completion could land on a reused descriptor number; the
+ * epoll set forgets a socket when curl closes it.  Without a loop,
+ * store_run_once() waits in epoll_wait() on the same set, so both modes share
+ * every line that talks to curl.  One timer (a loop timer, or the epoll_wait
+ * timeout) covers both curl's timeout and the earliest retry.
+ *
+ * Transfers: at most `max` are in curl at once; more wait in a FIFO queue.
+ * Connections are reused by the multi handle (HTTP/1.1 keep-alive).  A
+ * transfer that ends in a transient failure leaves curl, waits its backoff on
+ * the retry list (sorted by due time), and goes back in; its callback runs
+ * once, with the result of its last attempt.
+ *
+ * Callbacks that loop tokens carry (struct tick, struct watch) are separate
+ * small objects: a cancelled or outdated one only frees itself, so the store
+ * can be freed while its last poll or timer is still on the ring.
+ */
+#include <curl/curl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+
+#include "lib/json.h"
+#include "lib/loop.h"
+#include "store/store-internal.h"
+
+#define HTTP_DEFAULT_TRANSFERS 32    /* bench/remote: 4-32 alike on loopback; latency wants more */
+#define HTTP_BACKOFF_BASE_NS (50ULL * 1000000)
+#define HTTP_BACKOFF_CAP_NS (2000ULL * 1000000)
+#define HTTP_MAX_OBJECT (1ULL << 30)   /* a whole-object get larger than this is refused */
+#define HTTP_LIST_MAX (16U << 20)      /* bytes of one directory listing */
+
+enum xfer_kind { X_GET, X_HEAD, X_PUT, X_LIST };
+
+struct http_store;
+
+struct xfer {
+	struct xfer *next;            /* wait queue or retry list */
+	struct http_store *h;
+	enum xfer_kind kind;
+	CURL *easy;
+	char *url;
+	uint64_t off, len;            /* get: the range asked for (len 0: to the end) */
+	const uint8_t *put_data;      /* put: borrowed until the callback */
+	size_t put_len, put_pos;
+	struct buf body;
+	unsigned attempt;             /* retries made */
+	uint64_t deadline_ns;         /* no retry starts after this */
+	uint64_t due_ns;              /* retry list: when to go again */
+	int last_err;
+	/* list: the directories still to read and the names found */
+	char *prefix;                 /* key prefix of the directory read now */
+	char **dirs;
+	size_t ndirs;
+	char **names;
+	size_t nnames, cap;
+	store_cb cb;
+	store_get_cb get_cb;
+	store_list_cb list_cb;
+	void *ud;
+};
+
+struct watch {
+	struct http_store *h;         /* NULL once cancelled or the store is gone */
+	int64_t id;
+};
+
+struct tick {
+	struct http_store *h;
+	int64_t id;
+	uint64_t due_ns;
+};
+
+struct http_store {
+	struct store *s;
+	CURLM *multi;
+	char *base;                   /* without a trailing '/' */
+	int epfd;
+	unsigned max, running;        /* transfers in curl */
+	unsigned pending;             /* operations started, callback not yet run */
+	struct xfer *q_head, *q_tail; /* waiting for a slot */
+	struct xfer *retry;           /* waiting for their backoff, by due time */
+	uint64_t curl_due_ns;         /* when curl wants a timeout call; 0: never */
+	struct watch *watch;          /* loop mode: the poll on epfd */
+	struct tick *tick;            /* loop mode: the timer */
+	long connect_timeout, low_speed_time;
+	char *ca_file, *ca_path;
+	struct curl_slist *headers;
+	uint64_t rnd;                 /* xorshift state for jitter */
+	int ran;                      /* callbacks run in this turn */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init_once(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static struct http_store *H(struct store *s)
+{
+	return s->backend;
+}
+
+/* ---- pure helpers (unit-tested) ----------------------------------------- */
+
+int http_key_url(const char *base, const char *key, char *out, size_t outlen)
+{
+	static const char hexd[] = "0123456789ABCDEF";
+	char path[2200];
+	size_t n, o;
+	int k;
+
+	if (!strncmp(key, "chunks/", 7) && strlen(key + 7) >= 2 && !strchr(key + 7, '/'))
+		k = snprintf(path, sizeof(path), "chunks/%.2s/%s", key + 7, key + 7);
+	else
+		k = snprintf(path, sizeof(path), "%s", key);
+	if (k < 0 || (size_t)k >= sizeof(path))
+		return -ENAMETOOLONG;
+	n = strlen(base);
+	if (n + 2 > outlen)
+		return -ENAMETOOLONG;
+	memcpy(out, base, n);
+	o = n;
+	out[o++] = '/';
+	for (const char *p = path; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		             (c >= '0' && c <= '9') || strchr("-._~/:@", c);
+
+		if (o + (plain ? 1 : 3) + 1 > outlen)
+			return -ENAMETOOLONG;
+		if (plain) {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hexd[c >> 4];
+			out[o++] = hexd[c & 15];
+		}
+	}
+	out[o] = 0;
+	return 0;
+}
+
+enum http_verdict http_classify(int cc, long status, int *ret_err)
+{
+	switch ((CURLcode)cc) {
+	case CURLE_OK:
+		break;
+	case CURLE_COULDNT_CONNECT:
+		*ret_err = -ECONNREFUSED;
+		return HTTP_RETRY;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		*ret_err = -EHOSTUNREACH;
+		return HTTP_RETRY;
+	case CURLE_OPERATION_TIMEDOUT:
+		*ret_err = -ETIMEDOUT;
+		return HTTP_RETRY;
+	case CURLE_PARTIAL_FILE:
+	case CURLE_GOT_NOTHING:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_WEIRD_SERVER_REPLY:
+		*ret_err = -ECONNRESET;
+		return HTTP_RETRY;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+		*ret_err = -EACCES;
+		return HTTP_FAIL;
+	case CURLE_OUT_OF_MEMORY:
+		*ret_err = -ENOMEM;
+		return HTTP_FAIL;
+	case CURLE_WRITE_ERROR:
+		/* our write callback refused: the body is larger than asked for */
+		*ret_err = -EFBIG;
+		return HTTP_FAIL;
+	default:
+		*ret_err = -EIO;
+		return HTTP_FAIL;
+	}
+	if (status >= 200 && status < 300) {
+		*ret_err = 0;
+		return HTTP_DONE;
+	}
+	if (status == 404 || status == 410) {
+		*ret_err = -ENOENT;
+		return HTTP_FAIL;
+	}
+	if (status == 408 || status == 429 || status >= 500) {
+		*ret_err = -EIO;
+		return HTTP_RETRY;
+	}
+	*ret_err = status == 401 || status == 403 ? -EACCES : -EPROTO;
+	return HTTP_FAIL;
+}
+
+uint64_t http_backoff_ns(unsigned attempt, uint64_t base_ns, uint64_t cap_ns, uint32_t rnd)
+{
+	uint64_t step = base_ns;
+
+	for (unsigned i = 1; i < attempt && step < cap_ns; i++)
+		step *= 2;
+	step = MIN(step, cap_ns);
+	return step / 2 + (step / 2 + 1) * (uint64_t)rnd / ((uint64_t)UINT32_MAX + 1);
+}
+
+static uint32_t rnd_next(struct http_store *h)
+{
+	h->rnd ^= h->rnd << 13;
+	h->rnd ^= h->rnd >> 7;
+	h->rnd ^= h->rnd << 17;
+	return (uint32_t)(h->rnd >> 32);
+}
+
+/* ---- the timer and the poll (loop mode) --------------------------------- */
+
+static void drive(struct http_store *h, int fd, int events);
+static void service_timers(struct http_store *h);
+static void rearm(struct http_store *h);
+
+static void tick_cb(void *ud, int res)
+{
+	struct tick *t = ud;
+	struct http_store *h = t->h;
+
+	free(t);
+	if (!h)
+		return;
+	h->tick = NULL;
+	service_timers(h);
+	rearm(h);
+}
+
+static void watch_cb(void *ud, int res)
+{
+	struct watch *w = ud;
+	struct http_store *h = w->h;
+	struct epoll_event ev[64];
+	int n;
+
+	free(w);
+	if (!h)
+		return;
+	h->watch = NULL;
+	n = epoll_wait(h->epfd, ev, (int)ARRAY_SIZE(ev), 0);
+	for (int i = 0; i < n; i++) {
+		int e = 0;
+
+		if (ev[i].events & EPOLLIN)
+			e |= CURL_CSELECT_IN;
+		if (ev[i].events & EPOLLOUT)
+			e |= CURL_CSELECT_OUT;
+		if (ev[i].events & (EPOLLERR | EPOLLHUP))
+			e |= CURL_CSELECT_ERR;
+		drive(h, ev[i].data.fd, e);
+	}
+	rearm(h);
+}
+
+static uint64_t next_due(struct http_store *h)
+{
+	uint64_t due = h->curl_due_ns;
+
+	if (h->retry && (!due || h->retry->due_ns < due))
+		due = h->retry->due_ns;
+	return due;
+}
+
+/* Loop mode: keep one poll on epfd while transfers run and one timer for the
+ * next due time; drop both when idle so that the loop can go idle too. */
+static void rearm(struct http_store *h)
+{
+	struct loop *l = h->s->loop;
+	uint64_t due, now;
+
+	if (!l)
+		return;
+	if (h->running && !h->watch) {
+		struct watch *w = calloc(1, sizeof(*w));
+
+		if (w) {
+			w->h = h;
+			w->id = loop_poll_id(l, h->epfd, POLLIN, watch_cb, w);
+			if (w->id < 0)
+				free(w);
+			else
+				h->watch = w;
+		}
+	} else if (!h->running && h->watch) {
+		h->watch->h = NULL;
+		(void)loop_cancel_poll(l, h->watch->id);
+		h->watch = NULL;
+	}
+	due = h->running || h->retry ? next_due(h) : 0;
+	if (h->tick && h->tick->due_ns == due)
+		return;
+	if (h->tick) {
+		h->tick->h = NULL;
+		(void)loop_cancel_timer(l, h->tick->id);
+		h->tick = NULL;
+	}
+	if (!due)
+		return;
+	now = now_ns();
+	{
+		struct tick *t = calloc(1, sizeof(*t));
+
+		if (!t)
+			return;
+		t->h = h;
+		t->due_ns = due;
+		t->id = loop_timer(l, due > now ? due - now : 0, tick_cb, t);
+		if (t->id < 0)
+			free(t);
+		else
+			h->tick = t;
+	}
+}
+
+/* ---- curl callbacks ------------------------------------------------------ */
+
+static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *ud, void *sockp)
+{
+	struct http_store *h = ud;
+	struct epoll_event ev = { .data.fd = fd };
+
+	if (what == CURL_POLL_REMOVE) {
+		(void)epoll_ctl(h->epfd, EPOLL_CTL_DEL, fd, NULL);
+		return 0;
+	}
+	if (what & CURL_POLL_IN)
+		ev.events |= EPOLLIN;
+	if (what & CURL_POLL_OUT)
+		ev.events |= EPOLLOUT;
+	if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno == ENOENT &&
+	    epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -1;
+	return 0;
+}
+
+static int timer_cb(CURLM *multi, long timeout_ms, void *ud)
+{
+	struct http_store *h = ud;
+
+	/* socket_action may not be called from here: note the time, the timer
+	 * (or the next epoll_wait) calls it */
+	h->curl_due_ns = timeout_ms < 0 ? 0 : now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	if (!h->curl_due_ns && timeout_ms >= 0)
+		h->curl_due_ns = 1;
+	rearm(h);
+	return 0;
+}
+
+static size_t write_cb(char *p, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t bytes = size * n;
+	uint64_t max = x->kind == X_LIST ? HTTP_LIST_MAX :
+	               x->len ? x->off + x->len : HTTP_MAX_OBJECT;
+
+	/* a 200 answer to a Range request carries the whole object: allow it */
+	if (x->body.len + bytes > max && !(x->kind == X_GET && x->len &&
+	                                   x->body.len + bytes <= HTTP_MAX_OBJECT))
+		return 0;
+	if (buf_append(&x->body, p, bytes) < 0)
+		return 0;
+	return bytes;
+}
+
+static size_t read_cb(char *p, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t k = MIN(size * n, x->put_len - x->put_pos);
+
+	memcpy(p, x->put_data + x->put_pos, k);
+	x->put_pos += k;
+	return k;
+}
+
+static int seek_cb(void *ud, curl_off_t off, int origin)
+{
+	struct xfer *x = ud;
+
+	if (origin != SEEK_SET || off < 0 || (uint64_t)off > x->put_len)
+		return CURL_SEEKFUNC_FAIL;
+	x->put_pos = (size_t)off;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* ---- transfers ----------------------------------------------------------- */
+
+static void xfer_free(struct xfer *x)
+{
+	if (x->easy)
+		curl_easy_cleanup(x->easy);
+	free(x->url);
+	buf_free(&x->body);
+	free(x->prefix);
+	for (size_t i = 0; i < x->ndirs; i++)
+		free(x->dirs[i]);
+	free(x->dirs);
+	if (x->names)
+		store_names_free(x->names);
+	free(x);
+}
+
+static int xfer_setup(struct xfer *x)
+{
+	struct http_store *h = x->h;
+	CURL *e = x->easy;
+	char range[64];
+
+	curl_easy_reset(e);
+	curl_easy_setopt(e, CURLOPT_URL, x->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, h->connect_timeout);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, h->low_speed_time);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h->headers);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	if (h->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_file);
+	if (h->ca_path)
+		curl_easy_setopt(e, CURLOPT_CAPATH, h->ca_path);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	buf_free(&x->body);
+	switch (x->kind) {
+	case X_GET:
+		if (x->off || x->len) {
+			if (x->len)
+				snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)x->off,
+				         (unsigned long long)(x->off + x->len - 1));
+			else
+				snprintf(range, sizeof(range), "%llu-", (unsigned long long)x->off);
+			curl_easy_setopt(e, CURLOPT_RANGE, range);
+		}
+		break;
+	case X_HEAD:
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		break;
+	case X_PUT:
+		x->put_pos = 0;
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, x);
+		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, seek_cb);
+		curl_easy_setopt(e, CURLOPT_SEEKDATA, x);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->put_len);
+		break;
+	case X_LIST:
+		break;
+	}
+	return 0;
+}
+
+static void xfer_launch(struct xfer *x)
+{
+	struct http_store *h = x->h;
+	CURLMcode mc;
+
+	xfer_setup(x);
+	STORE_COUNT(h->s, requests, 1);
+	mc = curl_multi_add_handle(h->multi, x->easy);
+	if (mc != CURLM_OK) {
+		/* treated as a failed attempt: retried like a reset */
+		x->last_err = -EIO;
+		x->next = NULL;
+		x->due_ns = now_ns() + http_backoff_ns(++x->attempt, HTTP_BACKOFF_BASE_NS,
+		                                       HTTP_BACKOFF_CAP_NS, rnd_next(h));
+		for (struct xfer **pp = &h->retry;; pp = &(*pp)->next) {
+			if (!*pp || (*pp)->due_ns > x->due_ns) {
+				x->next = *pp;
+				*pp = x;
+				break;
+			}
+		}
+		return;
+	}
+	h->running++;
+}
+
+/* Start queued transfers while there are free slots. */
+static void fill(struct http_store *h)
+{
+	while (h->q_head && h->running < h->max) {
+		struct xfer *x = h->q_head;
+
+		h->q_head = x->next;
+		if (!h->q_head)
+			h->q_tail = NULL;
+		xfer_launch(x);
+	}
+}
+
+static void enqueue(struct http_store *h, struct xfer *x)
+{
+	x->next = NULL;
+	if (h->q_tail)
+		h->q_tail->next = x;
+	else
+		h->q_head = x;
+	h->q_tail = x;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Run x's callback with res and free it. */
+static void xfer_complete(struct xfer *x, int64_t res)
+{
+	struct http_store *h = x->h;
+
+	if (res < 0 && res != -ENOENT)
+		STORE_COUNT(h->s, failures, 1);
+	h->pending--;
+	h->ran++;
+	switch (x->kind) {
+	case X_GET:
+		if (res >= 0 && x->body.data)
+			x->body.data[x->body.len] = 0;
+		x->get_cb(x->ud, res, &x->body);
+		break;
+	case X_HEAD:
+	case X_PUT:
+		x->cb(x->ud, res);
+		break;
+	case X_LIST:
+		if (res >= 0 && x->nnames)
+			qsort(x->names, x->nnames, sizeof(*x->names), cmp_str);
+		x->list_cb(x->ud, res, res >= 0 ? x->names : NULL, res >= 0 ? x->nnames : 0);
+		break;
+	}
+	xfer_free(x);
+}
+
+static int names_add(char ***v, size_t *n, size_t *cap, const char *a, const char *b)
+{
+	char *s;
+
+	if (*n + 1 >= *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **nv = realloc(*v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	if (asprintf(&s, "%s%s", a, b) < 0)
+		return -ENOMEM;
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
+	return 0;
+}
+
+/* A listing arrived for x->prefix: collect files, queue subdirectories.
+ * Returns 0 or -errno. */
+static int list_step(struct xfer *x)
+{
+	struct json *doc = NULL;
+	size_t dcap = x->ndirs;
+	int r;
+
+	r = json_parse(x->body.data, x->body.len, &doc, NULL);
+	if (r < 0 || !json_is(doc, JSON_ARRAY)) {
+		json_free(doc);
+		return log_error(-EBADMSG, "store '%s': %s is not an autoindex_format json listing",
+		                 x->h->s->url, x->url);
+	}
+	for (size_t i = 0; i < json_len(doc) && r >= 0; i++) {
+		const struct json *e = json_at(doc, i);
+		const char *name = json_get_cstr(e, "name"), *type = json_get_cstr(e, "type");
+
+		if (!name || !type || !*name || name[0] == '.' || strchr(name, '/'))
+			continue;
+		if (!strcmp(type, "directory")) {
+			char *d;
+
+			if (asprintf(&d, "%s%s/", x->prefix, name) < 0 ||
+			    names_add(&x->dirs, &x->ndirs, &dcap, d, "") < 0)
+				r = -ENOMEM;
+			free(d);
+		} else if (!strcmp(type, "file")) {
+			r = names_add(&x->names, &x->nnames, &x->cap, x->prefix, name);
+		}
+	}
+	json_free(doc);
+	return r;
+}
+
+static int list_url(struct xfer *x)
+{
+	char url[4096];
+	size_t n;
+	int r;
+
+	/* the directory itself: key without its trailing '/', then '/' again */
+	n = strlen(x->prefix);
+	if (n == 0 || n >= sizeof(url))
+		return -EINVAL;
+	{
+		char key[4096];
+
+		memcpy(key, x->prefix, n - 1);
+		key[n - 1] = 0;
+		r = http_key_url(x->h->base, key, url, sizeof(url) - 1);
+	}
+	if (r < 0)
+		return r;
+	strcat(url, "/");
+	free(x->url);
+	x->url = strdup(url);
+	return x->url ? 0 : -ENOMEM;
+}
+
+/* After a directory of x was read (r: list_step's result): read the next one,
+ * or complete x. */
+static void list_advance(struct xfer *x, int r)
+{
+	if (r == 0 && x->ndirs) {
+		free(x->prefix);
+		x->prefix = x->dirs[--x->ndirs];
+		x->dirs[x->ndirs] = NULL;
+		r = 1;
+	}
+	if (r == 0) {
+		if (!x->names && !(x->names = calloc(1, sizeof(*x->names))))
+			r = -ENOMEM;
+		xfer_complete(x, r);
+		return;
+	}
+	if (r > 0)
+		r = list_url(x);
+	if (r < 0) {
+		xfer_complete(x, r);
+		return;
+	}
+	x->attempt = 0;
+	enqueue(x->h, x);
+}
+
+/* A transfer left curl with code cc: finish, retry or fail it. */
+static void xfer_done(struct xfer *x, CURLcode cc)
+{
+	struct http_store *h = x->h;
+	long status = 0;
+	int err = 0;
+	enum http_verdict v;
+
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	v = http_classify(cc, status, &err);
+	if (x->kind == X_GET && status == 416 && cc == CURLE_OK) {
+		/* the range starts at or past the end: nothing there, as for dir: */
+		buf_free(&x->body);
+		xfer_complete(x, 0);
+		return;
+	}
+	if (x->kind == X_LIST && v == HTTP_FAIL && err == -ENOENT) {
+		/* no such directory (or gone since its parent was read): empty */
+		list_advance(x, 0);
+		return;
+	}
+	if (v == HTTP_RETRY) {
+		x->last_err = err;
+		if (now_ns() < x->deadline_ns) {
+			x->attempt++;
+			STORE_COUNT(h->s, retries, 1);
+			log_msg(LOG_DEBUG, "store '%s': %s: %s (HTTP %ld); retry %u", h->s->url, x->url,
+			        curl_easy_strerror(cc), status, x->attempt);
+			x->due_ns = now_ns() + http_backoff_ns(x->attempt, HTTP_BACKOFF_BASE_NS,
+			                                       HTTP_BACKOFF_CAP_NS, rnd_next(h));
+			if (x->due_ns > x->deadline_ns)
+				x->due_ns = x->deadline_ns;
+			for (struct xfer **pp = &h->retry;; pp = &(*pp)->next) {
+				if (!*pp || (*pp)->due_ns > x->due_ns) {
+					x->next = *pp;
+					*pp = x;
+					break;
+				}
+			}
+			return;
+		}
+		/* the caller logs the failure with its context; this is the detail */
+		log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld); giving up after %u retries",
+		        h->s->url, x->url, curl_easy_strerror(cc), status, x->attempt);
+		xfer_complete(x, err);
+		return;
+	}
+	if (v == HTTP_FAIL) {
+		if (err != -ENOENT)
+			log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld)", h->s->url, x->url,
+			        curl_easy_strerror(cc), status);
+		xfer_complete(x, err);
+		return;
+	}
+	switch (x->kind) {
+	case X_GET:
+		if (status == 200 && (x->off || x->len)) {
+			/* the server ignored the range: keep the part asked for */
+			uint64_t from = MIN(x->off, (uint64_t)x->body.len);
+			uint64_t n = x->body.len - from;
+
+			if (x->len && x->len < n)
+				n = x->len;
+			memmove(x->body.data, x->body.data + from, n);
+			x->body.len = n;
+		}
+		xfer_complete(x, (int64_t)x->body.len);
+		break;
+	case X_HEAD: {
+		curl_off_t cl = -1;
+
+		curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+		xfer_complete(x, cl >= 0 ? (int64_t)cl : 0);
+		break;
+	}
+	case X_PUT:
+		xfer_complete(x, 0);
+		break;
+	case X_LIST:
+		list_advance(x, list_step(x));
+		break;
+	}
+}
+
+/* Collect transfers curl finished. */
+static void reap(struct http_store *h)
+{
+	CURLMsg *m;
+	int left;
+
+	while ((m = curl_multi_info_read(h->multi, &left))) {
+		struct xfer *x = NULL;
+		CURLcode cc = m->data.result;
+
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		curl_multi_remove_handle(h->multi, m->easy_handle);
+		h->running--;
+		xfer_done(x, cc);
+	}
+	fill(h);
+}
+
+static void drive(struct http_store *h, int fd, int events)
+{
+	int still;
+
+	curl_multi_socket_action(h->multi, fd, events, &still);
+	reap(h);
+}
+
+/* Run what is due: curl's timeout and retries whose backoff ended. */
+static void service_timers(struct http_store *h)
+{
+	uint64_t now = now_ns();
+
+	if (h->curl_due_ns && h->curl_due_ns <= now) {
+		h->curl_due_ns = 0;
+		drive(h, CURL_SOCKET_TIMEOUT, 0);
+	}
+	while (h->retry && h->retry->due_ns <= now) {
+		struct xfer *x = h->retry;
+
+		h->retry = x->next;
+		enqueue(h, x);
+	}
+	fill(h);
+}
+
+/* ---- operations ---------------------------------------------------------- */
+
+static int xfer_new(struct store *s, enum xfer_kind kind, const char *key, struct xfer **ret)
+{
+	struct http_store *h = H(s);
+	struct xfer *x = calloc(1, sizeof(*x));
+	char url[4096];
+	int r;
+
+	if (!x)
+		return -ENOMEM;
+	x->h = h;
+	x->kind = kind;
+	x->easy = curl_easy_init();
+	r = x->easy ? 0 : -ENOMEM;
+	if (r == 0 && kind != X_LIST)
+		r = http_key_url(h->base, key, url, sizeof(url));
+	if (r == 0 && kind != X_LIST && !(x->url = strdup(url)))
+		r = -ENOMEM;
+	if (r < 0) {
+		xfer_free(x);
+		return r;
+	}
+	x->deadline_ns = now_ns() + s->fetch_timeout_ms * 1000000ULL;
+	*ret = x;
+	return 0;
+}
+
+static void xfer_submit(struct http_store *h, struct xfer *x)
+{
+	h->pending++;
+	enqueue(h, x);
+	fill(h);
+	rearm(h);
+}
+
+static int http_get(struct store *s, const char *key, uint64_t off, uint64_t len,
+                    store_get_cb cb, void *ud)
+{
+	struct xfer *x;
+	int r = xfer_new(s, X_GET, key, &x);
+
+	if (r < 0)
+		return r;
+	x->off = off;
+	x->len = len;
+	x->get_cb = cb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+static int http_head(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	struct xfer *x;
+	int r = xfer_new(s, X_HEAD, key, &x);
+
+	if (r < 0)
+		return r;
+	x->cb = cb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+static int http_put(struct store *s, const char *key, const void *data, size_t len,
+                    store_cb cb, void *ud)
+{
+	struct xfer *x;
+	int r = xfer_new(s, X_PUT, key, &x);
+
+	if (r < 0)
+		return r;
+	x->put_data = data;
+	x->put_len = len;
+	x->cb = cb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+/* Only whole directories can be listed: prefix "tags/" or "tags/lib/". */
+static int http_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
+{
+	struct xfer *x;
+	size_t n = strlen(prefix);
+	int r;
+
+	if (n < 2 || prefix[n - 1] != '/')
+		return -EINVAL;
+	r = xfer_new(s, X_LIST, NULL, &x);
+	if (r < 0)
+		return r;
+	x->prefix = strdup(prefix);
+	r = x->prefix ? list_url(x) : -ENOMEM;
+	if (r < 0) {
+		xfer_free(x);
+		return r;
+	}
+	x->list_cb = cb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+static unsigned http_pending(struct store *s)
+{
+	return H(s)->pending;
+}
+
+/* Without a loop: wait for socket events or the next due time, then act. */
+static int http_run_once(struct store *s, int wait)
+{
+	struct http_store *h = H(s);
+	struct epoll_event ev[64];
+	int timeout = 0, n;
+
+	h->ran = 0;
+	service_timers(h);
+	if (h->ran || !h->pending)
+		return h->ran;
+	if (wait) {
+		uint64_t due = next_due(h), now = now_ns();
+
+		timeout = !due ? 1000 : due <= now ? 0 : (int)MIN((due - now + 999999) / 1000000, 1000);
+	}
+	n = epoll_wait(h->epfd, ev, (int)ARRAY_SIZE(ev), timeout);
+	if (n < 0 && errno != EINTR)
+		return -errno;
+	for (int i = 0; i < n; i++) {
+		int e = 0;
+
+		if (ev[i].events & EPOLLIN)
+			e |= CURL_CSELECT_IN;
+		if (ev[i].events & EPOLLOUT)
+			e |= CURL_CSELECT_OUT;
+		if (ev[i].events & (EPOLLERR | EPOLLHUP))
+			e |= CURL_CSELECT_ERR;
+		drive(h, ev[i].data.fd, e);
+	}
+	service_timers(h);
+	return h->ran;
+}
+
+static void http_free(struct store *s)
+{
+	struct http_store *h = H(s);
+
+	if (h) {
+		struct xfer *lists[] = { h->q_head, h->retry };
+
+		if (h->watch) {
+			h->watch->h = NULL;
+			if (s->loop)
+				(void)loop_cancel_poll(s->loop, h->watch->id);
+		}
+		if (h->tick) {
+			h->tick->h = NULL;
+			if (s->loop)
+				(void)loop_cancel_timer(s->loop, h->tick->id);
+		}
+		/* store_free() is called with nothing pending; anything left is
+		 * dropped without its callback */
+		for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+			while (lists[i]) {
+				struct xfer *x = lists[i];
+
+				lists[i] = x->next;
+				xfer_free(x);
+			}
+		if (h->multi)
+			curl_multi_cleanup(h->multi);
+		if (h->epfd >= 0)
+			close(h->epfd);
+		curl_slist_free_all(h->headers);
+		free(h->base);
+		free(h->ca_file);
+		free(h->ca_path);
+		free(h);
+	}
+	free(s);
+}
+
+static const struct store_ops http_ops = {
+	.get = http_get,
+	.head = http_head,
+	.put = http_put,
+	.list = http_list,
+	.run_once = http_run_once,
+	.pending = http_pending,
+	.free = http_free,
+};
+
+static long env_long(const char *name, long def, long min, long max)
+{
+	const char *v = getenv(name);
+	uint64_t n;
+
+	if (!v || !*v)
+		return def;
+	if (parse_uint(v, (uint64_t)max, &n) < 0 || (long)n < min) {
+		log_msg(LOG_WARN, "%s='%s': want %ld to %ld; using %ld", name, v, min, max, def);
+		return def;
+	}
+	return (long)n;
+}
+
+static char *env_dup(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strdup(v) : NULL;
+}
+
+int store_http_open(const char *url, struct store **ret)
+{
+	struct http_store *h;
+	struct store *s;
+	size_t n;
+
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK)
+		return log_error(-EIO, "store '%s': libcurl does not initialise", url);
+	n = strlen(url);
+	while (n && url[n - 1] == '/')
+		n--;
+	if (n <= strlen("https://") || strchr(url, '?') || strchr(url, '#'))
+		return log_error(-EINVAL, "store '%s': want http[s]://host[:port][/path]", url);
+	h = calloc(1, sizeof(*h));
+	s = h ? store_alloc(&http_ops, h) : NULL;
+	if (!s) {
+		free(h);
+		return -ENOMEM;
+	}
+	h->s = s;
+	h->epfd = epoll_create1(EPOLL_CLOEXEC);
+	h->base = strndup(url, n);
+	h->multi = curl_multi_init();
+	h->headers = curl_slist_append(NULL, "Expect:");
+	h->max = (unsigned)env_long("LAZYROOT_HTTP_TRANSFERS", HTTP_DEFAULT_TRANSFERS, 1, 1024);
+	h->connect_timeout = env_long("LAZYROOT_HTTP_CONNECT_TIMEOUT", 5, 1, 3600);
+	h->low_speed_time = env_long("LAZYROOT_HTTP_LOW_SPEED_TIME", 10, 1, 3600);
+	h->ca_file = env_dup("CURL_CA_BUNDLE");
+	if (!h->ca_file)
+		h->ca_file = env_dup("SSL_CERT_FILE");
+	h->ca_path = env_dup("SSL_CERT_DIR");
+	h->rnd = now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)h;
+	if (!h->rnd)
+		h->rnd = 1;
+	if (h->epfd < 0 || !h->base || !h->multi || !h->headers) {
+		int r = h->epfd < 0 ? -errno : -ENOMEM;
+
+		http_free(s);
+		return log_errno(r, "store '%s': setting up", url);
+	}
+	curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)h->max);
+	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->max);
+	*ret = s;
+	return 0;
+}

@@ -1,0 +1,268 @@
+/*
+ * mirror.c — a list of stores read in order ("URL,URL,…").
+ *
+ * get and list go to the first store; when it fails, or a get's bytes fail
+ * the caller's check (store_get_checked), the next store is asked, and so on;
+ * the caller sees the first success, or the last store's error.  A mirror is
+ * skipped for that object only: the next object starts at the first store
+ * again, so a mirror that comes back is used at once.  head, put and flush go
+ * to the first store only: it is the one builds push to.
+ *
+ * The children do the work (and their own retries); this layer only chains
+ * their callbacks, so it runs wherever they complete: from the loop when one
+ * is set (store_set_loop reaches the children), else from store_run_once.
+ */
+#include "store/store-internal.h"
+
+enum mop_kind { MOP_GET, MOP_LIST };
+
+/* One get or list making its way down the list. */
+struct mop {
+	struct store *s;
+	enum mop_kind kind;
+	size_t idx;                 /* the child asked now */
+	uint64_t off, len;
+	store_check_fn check;
+	store_get_cb get_cb;
+	store_list_cb list_cb;
+	void *ud;
+	char key[];
+};
+
+struct mirror {
+	unsigned inflight;          /* mops not yet completed */
+};
+
+static struct mirror *M(struct store *s)
+{
+	return s->backend;
+}
+
+static int mop_start(struct mop *m);
+
+static void mop_end(struct mop *m)
+{
+	M(m->s)->inflight--;
+	free(m);
+}
+
+/* After child m->idx failed with res: try the next one, or report res. */
+static bool mop_next(struct mop *m, int64_t res)
+{
+	struct store *s = m->s;
+	int r;
+
+	while (m->idx + 1 < s->nchildren) {
+		/* a mirror that lags (no such object yet) is ordinary: say it quietly */
+		log_msg(res == -ENOENT ? LOG_INFO : LOG_WARN, "store '%s': %s: %s; trying the next mirror",
+		        store_url(s->children[m->idx]), m->key, strerror((int)-res));
+		m->idx++;
+		r = mop_start(m);
+		if (r == 0)
+			return true;
+		res = r;
+	}
+	return false;
+}
+
+static int mop_check(void *ud, struct buf *data)
+{
+	struct mop *m = ud;
+
+	return m->check(m->ud, data);
+}
+
+static void mop_get_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct mop *m = ud;
+
+	if (res < 0 && mop_next(m, res))
+		return;
+	if (res >= 0 && m->idx > 0)
+		STORE_COUNT(m->s, failovers, 1);
+	m->get_cb(m->ud, res, data);
+	mop_end(m);
+}
+
+static void mop_list_cb(void *ud, int64_t res, char **names, size_t n)
+{
+	struct mop *m = ud;
+
+	if (res < 0 && mop_next(m, res))
+		return;
+	m->list_cb(m->ud, res, names, n);
+	mop_end(m);
+}
+
+static int mop_start(struct mop *m)
+{
+	struct store *child = m->s->children[m->idx];
+
+	if (m->kind == MOP_LIST)
+		return store_list(child, m->key, mop_list_cb, m);
+	if (m->check)
+		return store_get_checked(child, m->key, m->off, m->len, mop_check, mop_get_cb, m);
+	return store_get(child, m->key, m->off, m->len, mop_get_cb, m);
+}
+
+static int mop_new(struct store *s, enum mop_kind kind, const char *key, struct mop **ret)
+{
+	size_t kl = strlen(key);
+	struct mop *m = calloc(1, sizeof(*m) + kl + 1);
+
+	if (!m)
+		return -ENOMEM;
+	m->s = s;
+	m->kind = kind;
+	memcpy(m->key, key, kl + 1);
+	*ret = m;
+	return 0;
+}
+
+/* Start m at the first child; a child that refuses at once is skipped. */
+static int mop_launch(struct mop *m)
+{
+	int r;
+
+	M(m->s)->inflight++;
+	for (;;) {
+		r = mop_start(m);
+		if (r == 0)
+			return 0;
+		if (m->idx + 1 >= m->s->nchildren)
+			break;
+		m->idx++;
+	}
+	M(m->s)->inflight--;
+	free(m);
+	return r;
+}
+
+static int mirror_get_checked(struct store *s, const char *key, uint64_t off, uint64_t len,
+                              store_check_fn check, store_get_cb cb, void *ud)
+{
+	struct mop *m;
+	int r = mop_new(s, MOP_GET, key, &m);
+
+	if (r < 0)
+		return r;
+	m->off = off;
+	m->len = len;
+	m->check = check;
+	m->get_cb = cb;
+	m->ud = ud;
+	return mop_launch(m);
+}
+
+static int mirror_get(struct store *s, const char *key, uint64_t off, uint64_t len,
+                      store_get_cb cb, void *ud)
+{
+	return mirror_get_checked(s, key, off, len, NULL, cb, ud);
+}
+
+static int mirror_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
+{
+	struct mop *m;
+	int r = mop_new(s, MOP_LIST, prefix, &m);
+
+	if (r < 0)
+		return r;
+	m->list_cb = cb;
+	m->ud = ud;
+	return mop_launch(m);
+}
+
+static int mirror_head(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	return store_head(s->children[0], key, cb, ud);
+}
+
+static int mirror_put(struct store *s, const char *key, const void *data, size_t len,
+                      store_cb cb, void *ud)
+{
+	return store_put(s->children[0], key, data, len, cb, ud);
+}
+
+static int mirror_flush(struct store *s)
+{
+	return store_flush(s->children[0]);
+}
+
+static bool child_busy(struct store *c)
+{
+	return c->def_head || (c->ops->pending && c->ops->pending(c));
+}
+
+static unsigned mirror_pending(struct store *s)
+{
+	unsigned n = M(s)->inflight;
+
+	for (size_t i = 0; i < s->nchildren; i++)
+		n += child_busy(s->children[i]);
+	return n;
+}
+
+/* Without a loop: drive every child that has work.  A child is waited on
+ * only when nothing at all ran, so one slow mirror does not hold the others'
+ * completions back longer than a turn. */
+static int mirror_run_once(struct store *s, int wait)
+{
+	int ran = 0, r;
+
+	for (size_t i = 0; i < s->nchildren; i++) {
+		struct store *c = s->children[i];
+
+		if (!c->def_head)
+			continue;
+		r = store_run_once(c);
+		if (r < 0)
+			return r;
+		ran += r;
+	}
+	if (ran || !wait)
+		return ran;
+	for (size_t i = 0; i < s->nchildren; i++)
+		if (child_busy(s->children[i]))
+			return store_run_once(s->children[i]);
+	return 0;
+}
+
+static void mirror_free(struct store *s)
+{
+	for (size_t i = 0; i < s->nchildren; i++)
+		store_free(s->children[i]);
+	free(s->children);
+	free(s->backend);
+	free(s);
+}
+
+static const struct store_ops mirror_ops = {
+	.get = mirror_get,
+	.get_checked = mirror_get_checked,
+	.head = mirror_head,
+	.put = mirror_put,
+	.list = mirror_list,
+	.flush = mirror_flush,
+	.run_once = mirror_run_once,
+	.pending = mirror_pending,
+	.free = mirror_free,
+};
+
+int store_mirror_open(struct store **children, size_t n, struct store **ret)
+{
+	struct mirror *m = calloc(1, sizeof(*m));
+	struct store *s = m ? store_alloc(&mirror_ops, m) : NULL;
+
+	if (!s) {
+		free(m);
+		for (size_t i = 0; i < n; i++)
+			store_free(children[i]);
+		free(children);
+		return -ENOMEM;
+	}
+	s->children = children;
+	s->nchildren = n;
+	store_set_fetch_timeout(s, s->fetch_timeout_ms);
+	*ret = s;
+	return 0;
+}

@@ -1,0 +1,123 @@
+# shellcheck shell=bash
+# A real HTTP chunk store for tests and benchmarks: nginx on 127.0.0.1 with WebDAV PUT
+# (atomic: nginx writes a temporary file in the data directory and renames it) and JSON
+# directory listings for tags/.  Source it after common.sh (it uses cleanup_add):
+#
+#   nginx_start DATA_DIR     start nginx serving DATA_DIR (created when missing) on a free
+#                            port; sets NGINX_URL (http://127.0.0.1:PORT), NGINX_PORT and
+#                            NGINX_PID, stops it at exit; the access log, one line per
+#                            request, is $NGINX_DIR/access.log
+#   nginx_stop               stop it now
+#   wait_port PORT           poll 127.0.0.1:PORT until it accepts (bounded: 10 s)
+#   faultproxy_start PORT    start build/tests/faultproxy in front of 127.0.0.1:PORT; sets
+#                            PROXY_URL, PROXY_PID and PROXY_CONTROL (the file that selects
+#                            the fault: see tests/helpers/faultproxy.c); stops it at exit
+#   fault WORDS...           set the proxy's fault ("" for none), atomically
+
+# A tiny pause without sleep(1): read with a timeout on a pipe nobody writes to.
+_pause() {
+	read -r -t "$1" <> <(:) || true
+}
+
+wait_port() {
+	local i
+	for i in $(seq 500); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		_pause 0.02
+	done
+	echo "nothing listens on 127.0.0.1:$1" >&2
+	return 1
+}
+
+nginx_start() {
+	local data=$1 port try
+	command -v nginx >/dev/null || { echo "nginx is missing (scripts/install-deps test)" >&2; return 77; }
+	mkdir -p "$data/.tmp"
+	NGINX_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-nginx.XXXXXX")
+	cleanup_add rm -rf "$NGINX_DIR"
+	for try in $(seq 20); do
+		port=$((20000 + RANDOM % 40000))
+		cat >"$NGINX_DIR/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+$( [ "$(id -u)" = 0 ] && echo "user root;" )
+pid $NGINX_DIR/nginx.pid;
+error_log $NGINX_DIR/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log $NGINX_DIR/access.log;
+	client_body_temp_path $data/.tmp;
+	proxy_temp_path $NGINX_DIR/proxy;
+	fastcgi_temp_path $NGINX_DIR/fastcgi;
+	uwsgi_temp_path $NGINX_DIR/uwsgi;
+	scgi_temp_path $NGINX_DIR/scgi;
+	sendfile on;
+	tcp_nopush on;
+	keepalive_requests 1000000;
+	keepalive_timeout 120s;
+	default_type application/octet-stream;
+	server {
+		listen 127.0.0.1:$port;
+		root $data;
+		client_max_body_size 0;
+		dav_methods PUT;
+		create_full_put_path on;
+		dav_access user:rw group:r all:r;
+		location /tags/ {
+			autoindex on;
+			autoindex_format json;
+		}
+	}
+}
+EOF
+		nginx -c "$NGINX_DIR/nginx.conf" -e "$NGINX_DIR/error.log" 2>>"$NGINX_DIR/error.log" &
+		NGINX_PID=$!
+		# nginx exits at once when the port is taken: then try another
+		local i
+		for i in $(seq 500); do
+			kill -0 "$NGINX_PID" 2>/dev/null || break
+			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+			_pause 0.02
+		done
+		if kill -0 "$NGINX_PID" 2>/dev/null; then
+			NGINX_PORT=$port
+			NGINX_URL=http://127.0.0.1:$port
+			cleanup_add nginx_stop
+			return 0
+		fi
+		wait "$NGINX_PID" 2>/dev/null || true
+	done
+	echo "nginx did not start: $(tail -n 3 "$NGINX_DIR/error.log")" >&2
+	return 1
+}
+
+nginx_stop() {
+	[ -n "${NGINX_PID:-}" ] || return 0
+	kill "$NGINX_PID" 2>/dev/null || true
+	wait "$NGINX_PID" 2>/dev/null || true
+	NGINX_PID=
+}
+
+faultproxy_start() {
+	local upstream=$1 bin=${LAZYROOT_BUILD:-$REPO/build}/tests/faultproxy port
+	[ -x "$bin" ] || { echo "$bin is missing: make build/tests/faultproxy" >&2; return 1; }
+	PROXY_CONTROL=$(mktemp "${TMPDIR:-/tmp}/lazyroot-fault.XXXXXX")
+	cleanup_add rm -f "$PROXY_CONTROL" "$PROXY_CONTROL.new"
+	coproc FAULTPROXY { exec "$bin" --upstream "$upstream" --control "$PROXY_CONTROL" 2>/dev/null; }
+	PROXY_PID=$FAULTPROXY_PID
+	cleanup_add _faultproxy_stop "$PROXY_PID"
+	read -r -t 10 port <&"${FAULTPROXY[0]}" || { echo "faultproxy did not start" >&2; return 1; }
+	PROXY_PORT=$port
+	PROXY_URL=http://127.0.0.1:$port
+}
+
+_faultproxy_stop() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+fault() {
+	printf '%s\n' "$*" >"$PROXY_CONTROL.new"
+	mv -f "$PROXY_CONTROL.new" "$PROXY_CONTROL"
+}

@@ -51,7 +51,8 @@ check bash -c "'$LAZYROOT' cache stats --cache '$cache' --prometheus | grep -q '
 check bash -c "'$LAZYROOT' cache stats --cache '$cache' --prometheus | grep -q '^# TYPE '"
 
 # verify drops a corrupted file; trim shrinks to a size
-f=$(find "$cache/chunks" -type f | sort | head -1)
+mapfile -t all_files < <(find "$cache/chunks" -type f | sort)
+f=${all_files[0]}
 printf 'x' | dd of="$f" bs=1 seek=10 conv=notrunc status=none
 out=$("$LAZYROOT" cache verify --cache "$cache" --json)
 log "verify: $out"

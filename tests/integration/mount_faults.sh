@@ -77,7 +77,9 @@ check diff -r "$WORK/src" "$mnt"
 unmount_it
 
 # --- 2. a cache file truncated and one flipped, while no daemon runs
-files=($(find "$cache/chunks" -type f | sort | head -2))
+# (read whole, not through `head`: under pipefail, sort could die of SIGPIPE)
+mapfile -t files < <(find "$cache/chunks" -type f | sort)
+files=("${files[@]:0:2}")
 check test "${#files[@]}" = 2
 truncate -s 100 "${files[0]}"
 python3 - "${files[1]}" <<'PY'

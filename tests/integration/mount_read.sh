@@ -36,7 +36,7 @@ log "first pass, 16 readers, 16 MiB cache: $(( ($(date +%s%N) - start) / 1000000
 check "$LAZYROOT" umount "$mnt" --cache "$cache"
 check "$LAZYROOT" mount rootfs:read "$mnt" --store "$store" --cache "$cache" --cache-size 16M
 check test -z "$(cmp_all)"
-big=$(cd "$rootfs" && find . -type f -size +8M -printf '%s %p\n' | sort -rn | head -n 3 | cut -d' ' -f2-)
+big=$(cd "$rootfs" && find . -type f -size +8M -printf '%s %p\n' | sort -rn | sed -n '1,3p' | cut -d' ' -f2-)
 for f in $big; do
 	check cmp "$rootfs/$f" "$mnt/$f"
 done

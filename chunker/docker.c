@@ -249,15 +249,10 @@ static int read_member(int root, const char *name, const char *member, struct bu
 static int parse_member(const char *name, const char *member, const struct buf *data,
                         struct json **ret)
 {
-	struct json_error err;
-	int r = json_parse(data->data, data->len, ret, &err);
+	char what[PATH_MAX + 64];
 
-	if (r == -EBADMSG)
-		return log_error(r, "%s: '%s': invalid JSON at offset %zu: %s", name, member,
-		                 err.offset, err.msg);
-	if (r < 0)
-		return log_errno(r, "%s: '%s'", name, member);
-	return 0;
+	snprintf(what, sizeof(what), "%s: '%s'", name, member);
+	return json_parse_logged(data->data, data->len, what, ret);
 }
 
 static int apply_layer(struct build *b, int root, const char *name, const char *member,

@@ -137,14 +137,13 @@ static int check_digest(struct oci *o, const char *hex, struct sha256 *h)
 static int parse_doc(struct oci *o, const char *what, const struct buf *data,
                      struct json **ret)
 {
-	struct json_error err;
-	int r = json_parse(data->data, data->len, ret, &err);
+	char name[PATH_MAX + 64];
+	int r;
 
-	if (r == -EBADMSG)
-		return log_error(r, "%s: %s: invalid JSON at offset %zu: %s", o->name, what,
-		                 err.offset, err.msg);
+	snprintf(name, sizeof(name), "%s: %s", o->name, what);
+	r = json_parse_logged(data->data, data->len, name, ret);
 	if (r < 0)
-		return log_errno(r, "%s: %s", o->name, what);
+		return r;
 	if (!json_is(*ret, JSON_OBJECT)) {
 		json_free(*ret);
 		*ret = NULL;

@@ -664,3 +664,15 @@ int json_double(const struct json *v, double *ret)
 	*ret = v->num.d;
 	return 0;
 }
+
+int json_parse_logged(const void *data, size_t len, const char *what, struct json **ret)
+{
+	struct json_error err;
+	int r = json_parse(data, len, ret, &err);
+
+	if (r == -EBADMSG)
+		return log_error(r, "%s: invalid JSON at offset %zu: %s", what, err.offset, err.msg);
+	if (r < 0)
+		return log_errno(r, "%s", what);
+	return 0;
+}

@@ -52,6 +52,9 @@ struct json_error {
  * valid JSON (err, optional, says where), or -ENOMEM.
  */
 int json_parse(const void *data, size_t len, struct json **ret, struct json_error *err);
+/* json_parse() that logs a failure as "WHAT: invalid JSON at offset N: why"
+ * (or "WHAT: <errno>"), WHAT being the document's name in messages. */
+int json_parse_logged(const void *data, size_t len, const char *what, struct json **ret);
 void json_free(struct json *v);
 
 enum json_type json_type(const struct json *v);  /* JSON_NULL for NULL */

@@ -40,6 +40,19 @@ struct store *store_alloc(const struct store_ops *ops, void *backend)
 }
 
 /* One store, not a list of mirrors. */
+/* Record the URL a store was opened with and hand the store out; frees it
+ * on failure. */
+static int set_url(struct store *s, const char *url, struct store **ret)
+{
+	s->url = strdup(url);
+	if (!s->url) {
+		store_free(s);
+		return -ENOMEM;
+	}
+	*ret = s;
+	return 0;
+}
+
 static int open_one(const char *url, struct store **ret)
 {
 	const char *path = NULL;
@@ -59,13 +72,7 @@ static int open_one(const char *url, struct store **ret)
 	}
 	if (r < 0)
 		return r;
-	s->url = strdup(url);
-	if (!s->url) {
-		store_free(s);
-		return -ENOMEM;
-	}
-	*ret = s;
-	return 0;
+	return set_url(s, url, ret);
 }
 
 int store_open(const char *url, struct store **ret)
@@ -97,13 +104,7 @@ int store_open(const char *url, struct store **ret)
 	r = store_mirror_open(v, n, &s);
 	if (r < 0)
 		return r;
-	s->url = strdup(url);
-	if (!s->url) {
-		store_free(s);
-		return -ENOMEM;
-	}
-	*ret = s;
-	return 0;
+	return set_url(s, url, ret);
 }
 
 static void deferred_free(struct deferred *d)

@@ -93,7 +93,6 @@ int cmd_run(int argc, char **argv)
 		[O_TIMEOUT - 256] = "timeout", [O_OUTPUT - 256] = "output",
 	};
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
-	_cleanup_free_ char *keybuf = NULL;
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
 	const char *policy = NULL, *json = NULL;

@@ -18,16 +18,27 @@
  *   stall N       answer nothing until the client gives up
  *   flip N        flip one bit in the middle of the body
  *   match STR     break only requests whose path contains STR
+ *   delay MS      add MS of round-trip latency: every answer (to any request,
+ *                 matching or not) is held MS milliseconds after its head
+ *                 arrives from upstream, and the first answer on a client
+ *                 connection 2×MS (the TCP handshake's round trip, which the
+ *                 kernel completed at once on loopback).  Each connection
+ *                 waits on its own: N concurrent requests all take MS, not
+ *                 N×MS.  Bandwidth is not limited.
  * N: break every Nth matching request (1: all of them).  An empty or missing
  * file breaks nothing.  Faults are counted on stderr at exit (SIGTERM).
  *
  * Each client connection has a thread; each request goes upstream over a
  * fresh connection as HTTP/1.0, so that the answer ends at end of file (no
- * chunked encoding to parse), and comes back with its length restated.
+ * chunked encoding to parse), and comes back with its length restated.  An
+ * answer with a Content-Length that no fault rewrites is streamed through
+ * as it arrives (so a large download is not held in memory first); the rest
+ * are read whole, then sent.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,6 +49,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 enum fault { F_NONE, F_RESET, F_500, F_503, F_TRUNCATE, F_STALL, F_FLIP };
@@ -46,6 +58,7 @@ struct mode {
 	bool down;
 	enum fault fault;
 	unsigned every;
+	unsigned delay_ms;
 	char match[256];
 };
 
@@ -84,6 +97,13 @@ static void read_mode(struct mode *m)
 
 		if (!strcmp(word, "down")) {
 			m->down = true;
+			continue;
+		}
+		if (!strcmp(word, "delay")) {
+			if (sscanf(p + used, "%u%n", &v, &k) == 1) {
+				m->delay_ms = v;
+				used += k;
+			}
 			continue;
 		}
 		if (!strcmp(word, "match")) {
@@ -185,8 +205,11 @@ static void reset_close(int fd)
 	close(fd);
 }
 
-/* Send the request upstream as HTTP/1.0 and read the whole answer. */
-static int forward(const struct sbuf *req, size_t head_len, struct sbuf *resp)
+/* Send the request upstream as HTTP/1.0 over a new connection; read the
+ * answer into resp up to the end of its head (ret_head: its length), or
+ * whole when `whole`.  Returns the upstream socket, or -1. */
+static int forward(const struct sbuf *req, size_t head_len, bool whole, struct sbuf *resp,
+                   size_t *ret_head)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)upstream_port),
 	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -194,7 +217,7 @@ static int forward(const struct sbuf *req, size_t head_len, struct sbuf *resp)
 	const char *line_end = strstr(req->p, "\r\n");
 	const char *v = memmem(req->p, (size_t)(line_end - req->p), " HTTP/1.1", 9);
 	char buf[65536];
-	int fd, r = -1;
+	int fd;
 
 	if (!v)
 		return -1;
@@ -213,18 +236,48 @@ static int forward(const struct sbuf *req, size_t head_len, struct sbuf *resp)
 	sbuf_add(&out, "\r\nConnection: close\r\n\r\n", 23);
 	sbuf_add(&out, req->p + head_len, req->len - head_len);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    write_all(fd, out.p, out.len) == 0) {
+	if (fd >= 0 && (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	                write_all(fd, out.p, out.len) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	free(out.p);
+	while (fd >= 0) {
+		const char *end = resp->p ? strstr(resp->p, "\r\n\r\n") : NULL;
 		ssize_t k;
 
-		while ((k = recv(fd, buf, sizeof(buf), 0)) > 0)
-			sbuf_add(resp, buf, (size_t)k);
-		r = k == 0 ? 0 : -1;
+		if (end && !whole) {
+			*ret_head = (size_t)(end + 4 - resp->p);
+			return fd;
+		}
+		k = recv(fd, buf, sizeof(buf), 0);
+		if (k == 0 && end) {
+			*ret_head = (size_t)(end + 4 - resp->p);
+			return fd;
+		}
+		if (k <= 0 || (!end && resp->len > MAX_HEAD) || sbuf_add(resp, buf, (size_t)k) < 0) {
+			close(fd);
+			fd = -1;
+		}
 	}
-	if (fd >= 0)
-		close(fd);
-	free(out.p);
-	return r;
+	return -1;
+}
+
+/* delay: hold an answer (twice on a new connection), each thread on its own */
+static void hold(const struct mode *m, bool *first)
+{
+	struct timespec t;
+	uint64_t ns = (uint64_t)m->delay_ms * (*first ? 2 : 1) * 1000000ULL;
+
+	*first = false;
+	if (!ns)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	ns += (uint64_t)t.tv_nsec;
+	t.tv_sec += (time_t)(ns / 1000000000ULL);
+	t.tv_nsec = (long)(ns % 1000000000ULL);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+		;
 }
 
 /* Read one request (head and Content-Length body) into req. */
@@ -261,14 +314,21 @@ static void *client_main(void *arg)
 	int fd = (int)(intptr_t)arg;
 	struct sbuf req = { 0 }, resp = { 0 }, out = { 0 };
 	size_t head_len;
+	bool first = true;
+	int one = 1;
 
+	/* a head and its body go out as separate sends: without this, Nagle holds
+	 * the body until the client's delayed ACK (~40 ms on loopback) */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	clients_set(fd, true);
 	while (read_request(fd, &req, &head_len) == 0) {
 		struct mode m;
-		bool is_head = !strncmp(req.p, "HEAD ", 5), hit = false;
+		bool is_head = !strncmp(req.p, "HEAD ", 5), hit = false, whole;
 		char *path_end = strchr(req.p, ' ') ? strchr(strchr(req.p, ' ') + 1, ' ') : NULL;
-		char *rend, *body;
-		size_t body_len;
+		char *body;
+		const char *cl;
+		size_t rhead, body_len, have;
+		int up;
 
 		read_mode(&m);
 		if (m.down)
@@ -292,6 +352,7 @@ static void *client_main(void *arg)
 			        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n" :
 			        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
 
+			hold(&m, &first);
 			if (write_all(fd, a, strlen(a)) < 0)
 				break;
 			continue;
@@ -306,23 +367,40 @@ static void *client_main(void *arg)
 			break;
 		}
 		resp.len = 0;
-		if (forward(&req, head_len, &resp) < 0 || !resp.p ||
-		    !(rend = strstr(resp.p, "\r\n\r\n"))) {
+		if (resp.p)
+			resp.p[0] = 0;
+		whole = hit && (m.fault == F_FLIP || m.fault == F_TRUNCATE);
+		up = forward(&req, head_len, whole, &resp, &rhead);
+		/* no length to pass on: read to the end and count it */
+		cl = up >= 0 && !is_head ? header(resp.p, "Content-Length") : NULL;
+		if (up >= 0 && !whole && !is_head && !cl) {
+			char buf[65536];
+			ssize_t k;
+
+			while ((k = recv(up, buf, sizeof(buf), 0)) > 0 &&
+			       sbuf_add(&resp, buf, (size_t)k) == 0)
+				;
+			whole = true;
+			cl = NULL;
+		}
+		if (up < 0) {
 			const char *a = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
 
+			hold(&m, &first);
 			if (write_all(fd, a, strlen(a)) < 0)
 				break;
 			continue;
 		}
-		body = rend + 4;
-		body_len = resp.len - (size_t)(body - resp.p);
+		body = resp.p + rhead;
+		have = resp.len - rhead;
+		body_len = whole || !cl ? have : strtoull(cl, NULL, 10);
 		/* restate the head: keep-alive towards the client, our own length */
 		out.len = 0;
 		{
 			const char *line_end = strstr(resp.p, "\r\n");
 
 			sbuf_add(&out, resp.p, (size_t)(line_end - resp.p));
-			for (const char *p = line_end; p < rend;) {
+			for (const char *p = line_end; p < resp.p + rhead - 4;) {
 				const char *e = strstr(p + 2, "\r\n");
 
 				if (strncasecmp(p + 2, "Connection:", 11) &&
@@ -332,22 +410,42 @@ static void *client_main(void *arg)
 				p = e;
 			}
 			if (!is_head) {
-				char cl[64];
+				char len[64];
 
-				snprintf(cl, sizeof(cl), "\r\nContent-Length: %zu", body_len);
-				sbuf_add(&out, cl, strlen(cl));
+				snprintf(len, sizeof(len), "\r\nContent-Length: %zu", body_len);
+				sbuf_add(&out, len, strlen(len));
 			}
 			sbuf_add(&out, "\r\nConnection: keep-alive\r\n\r\n", 28);
 		}
+		hold(&m, &first);
 		if (hit && m.fault == F_FLIP && body_len)
 			body[body_len / 2] ^= 0x10;
 		if (hit && m.fault == F_TRUNCATE && !is_head) {
 			write_all(fd, out.p, out.len);
 			write_all(fd, body, body_len / 2);
+			close(up);
 			break;
 		}
-		if (write_all(fd, out.p, out.len) < 0 ||
-		    (!is_head && write_all(fd, body, body_len) < 0))
+		if (is_head)
+			have = 0;
+		if (have > body_len)
+			have = body_len;
+		if (write_all(fd, out.p, out.len) < 0 || write_all(fd, body, have) < 0) {
+			close(up);
+			break;
+		}
+		/* stream the rest; an upstream that ends early cuts the client off */
+		while (!is_head && have < body_len) {
+			char buf[65536];
+			size_t want = body_len - have < sizeof(buf) ? body_len - have : sizeof(buf);
+			ssize_t k = recv(up, buf, want, 0);
+
+			if (k <= 0 || write_all(fd, buf, (size_t)k) < 0)
+				break;
+			have += (size_t)k;
+		}
+		close(up);
+		if (have < body_len && !is_head)
 			break;
 	}
 	if (fd >= 0) {

@@ -191,7 +191,9 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 		log_errno(-errno, "no_new_privs");
 		_exit(SETUP_FAILED);
 	}
-	if (caps_drop_bounding() < 0 || seccomp_install() < 0)
+	if (landlock_apply(sb) < 0)
+		_exit(SETUP_FAILED);
+	if (caps_drop_bounding() < 0 || seccomp_install(sb->io_uring) < 0)
 		_exit(SETUP_FAILED);
 	send_msg(c->sock, MSG_READY, 0);
 	cmd = fork();

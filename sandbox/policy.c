@@ -3,6 +3,7 @@
  * field's text form, and the "key = value" policy file.  POLICY.md documents
  * each field; keep the two in step.
  */
+#include <arpa/inet.h>
 #include <math.h>
 
 #include "lib/lib.h"
@@ -18,6 +19,29 @@ static int set_str(char **field, const char *value)
 		return -ENOMEM;
 	free(*field);
 	*field = s;
+	return 0;
+}
+
+static void strv_free(struct strv *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static int strv_add(struct strv *l, const char *s)
+{
+	char **v = realloc(l->v, (l->n + 2) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
+	v[l->n] = strdup(s);
+	if (!v[l->n])
+		return -ENOMEM;
+	v[++l->n] = NULL;
 	return 0;
 }
 
@@ -37,6 +61,9 @@ int sandbox_new(struct sandbox **ret)
 	sb->timeout = 600;
 	sb->output = 64ull << 20;
 	sb->kill_on_pids_limit = true;
+	sb->landlock = true;
+	sb->tcp_bind.any = true;
+	sb->tcp_connect.any = true;
 	if (set_str(&sb->hostname, "sandbox") < 0 || set_str(&sb->workdir, "/") < 0) {
 		sandbox_free(sb);
 		return -ENOMEM;
@@ -61,6 +88,19 @@ void sandbox_free(struct sandbox *sb)
 		free(sb->binds[i].dst);
 	}
 	free(sb->binds);
+	strv_free(&sb->writable);
+	strv_free(&sb->read_only);
+	strv_free(&sb->hide);
+	free(sb->tcp_bind.v);
+	free(sb->tcp_connect.v);
+	free(sb->allow);
+	for (size_t i = 0; i < sb->n_stages; i++) {
+		free(sb->stages[i].name);
+		free(sb->stages[i].allow);
+		strv_free(&sb->stages[i].hide);
+	}
+	free(sb->stages);
+	free(sb->stage);
 	free(sb);
 }
 
@@ -172,6 +212,145 @@ static int parse_user(const char *s, uid_t *uid, gid_t *gid)
 	return 0;
 }
 
+/* An absolute path with no ".." component. */
+static bool good_path(const char *p)
+{
+	size_t n = strlen(p);
+
+	return p[0] == '/' && !strstr(p, "/../") && !(n >= 3 && !strcmp(p + n - 3, "/.."));
+}
+
+/* "any", "none" or a comma-separated list of ports. */
+static int parse_ports(const char *v, struct sandbox_ports *p)
+{
+	_cleanup_free_ char *s = strdup(v);
+	_cleanup_free_ uint16_t *ports = NULL;
+	size_t n = 0;
+
+	if (!s)
+		return -ENOMEM;
+	if (!strcmp(v, "any") || !strcmp(v, "none")) {
+		free(p->v);
+		*p = (struct sandbox_ports){ .any = v[0] == 'a' };
+		return 0;
+	}
+	for (char *save = NULL, *tok = strtok_r(s, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		uint64_t port;
+		uint16_t *np;
+
+		if (parse_uint(tok, 65535, &port) < 0)
+			return -EINVAL;
+		np = realloc(ports, (n + 1) * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		ports = np;
+		ports[n++] = (uint16_t)port;
+	}
+	if (!n)
+		return -EINVAL;
+	free(p->v);
+	*p = (struct sandbox_ports){ .any = false, .v = TAKE_PTR(ports), .n = n };
+	return 0;
+}
+
+int policy_parse_addr(const char *v, struct sandbox_addr *a)
+{
+	_cleanup_free_ char *s = strdup(v);
+	char *colon, *host;
+	uint64_t port;
+	struct in_addr in4;
+
+	if (!s)
+		return -ENOMEM;
+	colon = strrchr(s, ':');
+	if (!colon || parse_uint(colon + 1, 65535, &port) < 0 || port == 0)
+		return -EINVAL;
+	*colon = '\0';
+	host = s;
+	memset(a, 0, sizeof(*a));
+	a->port = htons((uint16_t)port);
+	if (!strcmp(host, "host")) {
+		a->host = true;
+		return 0;
+	}
+	if (host[0] == '[') {
+		size_t n = strlen(host);
+
+		if (n < 3 || host[n - 1] != ']')
+			return -EINVAL;
+		host[n - 1] = '\0';
+		return inet_pton(AF_INET6, host + 1, a->addr) == 1 ? 0 : -EINVAL;
+	}
+	if (inet_pton(AF_INET, host, &in4) != 1)
+		return -EINVAL;
+	a->addr[10] = a->addr[11] = 0xff;
+	memcpy(a->addr + 12, &in4, 4);
+	return 0;
+}
+
+/* ADDR:PORT appended to *list; an empty value only marks the list as set. */
+static int add_addr(struct sandbox_addr **list, size_t *n, const char *v)
+{
+	struct sandbox_addr a, *l;
+	int r;
+
+	if (!v[0])
+		return 0;
+	r = policy_parse_addr(v, &a);
+	if (r < 0)
+		return r;
+	l = realloc(*list, (*n + 1) * sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	*list = l;
+	l[(*n)++] = a;
+	return 0;
+}
+
+static bool good_name(const char *v)
+{
+	return v[0] && v[0] != '.' && strlen(v) <= 64 &&
+	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
+	       strlen(v);
+}
+
+/* stage.NAME.allow, stage.NAME.hide */
+static int set_stage_field(struct sandbox *sb, const char *key, const char *v)
+{
+	const char *name = key + 6, *dot = strrchr(name, '.');
+	_cleanup_free_ char *n = NULL;
+	struct sandbox_stage *st = NULL;
+
+	if (!dot || dot == name)
+		return -ENOENT;
+	n = strndup(name, (size_t)(dot - name));
+	if (!n)
+		return -ENOMEM;
+	if (strcmp(dot, ".allow") && strcmp(dot, ".hide"))
+		return -ENOENT;
+	if (!good_name(n))
+		return -EINVAL;
+	for (size_t i = 0; i < sb->n_stages; i++)
+		if (!strcmp(sb->stages[i].name, n))
+			st = &sb->stages[i];
+	if (!st) {
+		struct sandbox_stage *s = realloc(sb->stages, (sb->n_stages + 1) * sizeof(*s));
+
+		if (!s)
+			return -ENOMEM;
+		sb->stages = s;
+		st = &s[sb->n_stages++];
+		*st = (struct sandbox_stage){ .name = TAKE_PTR(n) };
+	}
+	if (!strcmp(dot, ".allow")) {
+		st->has_allow = true;
+		return add_addr(&st->allow, &st->n_allow, v);
+	}
+	if (!good_path(v))
+		return -EINVAL;
+	return strv_add(&st->hide, v);
+}
+
 static int set_field(struct sandbox *sb, const char *key, const char *v)
 {
 	uint64_t n;
@@ -180,13 +359,8 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 
 	if (!strcmp(key, "rootfs"))
 		return v[0] ? set_str(&sb->rootfs, v) : -EINVAL;
-	if (!strcmp(key, "name")) {
-		if (!v[0] || strlen(v) > 64 || strspn(v, "abcdefghijklmnopqrstuvwxyz"
-		                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != strlen(v) ||
-		    v[0] == '.')
-			return -EINVAL;
-		return set_str(&sb->name, v);
-	}
+	if (!strcmp(key, "name"))
+		return good_name(v) ? set_str(&sb->name, v) : -EINVAL;
 	if (!strcmp(key, "hostname"))
 		return v[0] && strlen(v) <= 64 ? set_str(&sb->hostname, v) : -EINVAL;
 	if (!strcmp(key, "workdir"))
@@ -203,6 +377,32 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 		sb->uid_base = (uint32_t)n;
 		return 0;
 	}
+	if (!strcmp(key, "landlock"))
+		return parse_bool(v, &sb->landlock);
+	if (!strcmp(key, "io_uring"))
+		return parse_bool(v, &sb->io_uring);
+	if (!strcmp(key, "writable")) {
+		if (!sb->writable_set || !strcmp(v, "none"))
+			strv_free(&sb->writable);
+		sb->writable_set = true;
+		if (!strcmp(v, "none"))
+			return 0;
+		return good_path(v) ? strv_add(&sb->writable, v) : -EINVAL;
+	}
+	if (!strcmp(key, "read_only"))
+		return good_path(v) ? strv_add(&sb->read_only, v) : -EINVAL;
+	if (!strcmp(key, "hide"))
+		return good_path(v) ? strv_add(&sb->hide, v) : -EINVAL;
+	if (!strcmp(key, "tcp_bind"))
+		return parse_ports(v, &sb->tcp_bind);
+	if (!strcmp(key, "tcp_connect"))
+		return parse_ports(v, &sb->tcp_connect);
+	if (!strcmp(key, "allow"))
+		return v[0] ? add_addr(&sb->allow, &sb->n_allow, v) : -EINVAL;
+	if (!strcmp(key, "stage"))
+		return good_name(v) ? set_str(&sb->stage, v) : -EINVAL;
+	if (!strncmp(key, "stage.", 6))
+		return set_stage_field(sb, key, v);
 	if (!strcmp(key, "kill_on_pids_limit"))
 		return parse_bool(v, &sb->kill_on_pids_limit);
 	if (!strcmp(key, "cpus")) {
@@ -342,5 +542,32 @@ int policy_env(const struct sandbox *sb, char ***ret)
 		env[n++] = sb->env[i];
 	env[n] = NULL;
 	*ret = env;
+	return 0;
+}
+
+const struct sandbox_stage *policy_start_stage(const struct sandbox *sb)
+{
+	if (!sb->n_stages)
+		return NULL;
+	for (size_t i = 0; sb->stage && i < sb->n_stages; i++)
+		if (!strcmp(sb->stages[i].name, sb->stage))
+			return &sb->stages[i];
+	return sb->stage ? NULL : &sb->stages[0];
+}
+
+int policy_hidden(const struct sandbox *sb, struct strv *ret)
+{
+	const struct sandbox_stage *st = policy_start_stage(sb);
+	size_t n = sb->hide.n + (st ? st->hide.n : 0);
+	char **v = calloc(n + 1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < sb->hide.n; i++)
+		v[i] = sb->hide.v[i];
+	for (size_t i = 0; st && i < st->hide.n; i++)
+		v[sb->hide.n + i] = st->hide.v[i];
+	ret->v = v;
+	ret->n = n;
 	return 0;
 }

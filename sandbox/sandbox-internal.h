@@ -18,6 +18,38 @@ struct sandbox_bind {
 	bool rw;
 };
 
+/* A growable list of strings, NULL-terminated when non-empty. */
+struct strv {
+	char **v;
+	size_t n;
+};
+
+/* TCP ports for a Landlock bind or connect restriction. */
+struct sandbox_ports {
+	bool any;               /* not restricted (the default) */
+	uint16_t *v;            /* the ports allowed when !any; none when n == 0 */
+	size_t n;
+};
+
+/* One allowlist entry: an IPv6 address (IPv4 as ::ffff:a.b.c.d) and a port,
+ * both in network byte order.  host: the address is the host side of the
+ * sandbox's veth, known only at launch. */
+struct sandbox_addr {
+	uint8_t addr[16];
+	uint16_t port;
+	bool host;
+};
+
+/* A named stage: what the sandbox may reach and which paths it may not see
+ * once an operator switches to it (`lazyroot policy NAME --stage STAGE`). */
+struct sandbox_stage {
+	char *name;
+	bool has_allow;         /* false: the stage keeps the current allowlist */
+	struct sandbox_addr *allow;
+	size_t n_allow;
+	struct strv hide;
+};
+
 /* The policy; every field is documented with its default in POLICY.md. */
 struct sandbox {
 	char *rootfs;
@@ -40,6 +72,18 @@ struct sandbox {
 	size_t n_env;
 	struct sandbox_bind *binds;
 	size_t n_binds;
+	/* Landlock (landlock.c) */
+	bool landlock;
+	bool writable_set;      /* false: writable is still the default "/" */
+	struct strv writable, read_only, hide;
+	struct sandbox_ports tcp_bind, tcp_connect;
+	bool io_uring;          /* let seccomp pass io_uring (Landlock and BPF still apply) */
+	/* network allowlist and stages (netpolicy.c) */
+	struct sandbox_addr *allow;
+	size_t n_allow;
+	struct sandbox_stage *stages;
+	size_t n_stages;
+	char *stage;            /* the stage the sandbox starts in; NULL: the first declared */
 };
 
 /* The environment the command starts with: PATH and HOME unless the policy
@@ -84,8 +128,26 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 
-/* Load the filter into the calling thread (no_new_privs must be set). */
-int seccomp_install(void);
+/* Load the filter into the calling thread (no_new_privs must be set).
+ * allow_io_uring leaves the io_uring syscalls out of the refused set. */
+int seccomp_install(bool allow_io_uring);
+
+/* ---- Landlock (landlock.c) ---------------------------------------------- */
+
+/* In the sandbox's init, after pivot_root and no_new_privs, before the
+ * command: cover hidden directories with an empty, unreadable tmpfs and
+ * restrict the calling process (and every process it starts) to the
+ * policy's file, TCP port and scope rules.  Does nothing when sb->landlock is
+ * off.  Fails (logged) when the kernel's Landlock ABI is below 6. */
+int landlock_apply(const struct sandbox *sb);
+
+/* The paths hidden at the start: the policy's hide list and the starting
+ * stage's.  *ret borrows the strings of sb; free only the array. */
+int policy_hidden(const struct sandbox *sb, struct strv *ret);
+/* "A.B.C.D:PORT", "[V6]:PORT" or "host:PORT" into *a.  -EINVAL. */
+int policy_parse_addr(const char *v, struct sandbox_addr *a);
+/* The starting stage, or NULL when the policy declares none. */
+const struct sandbox_stage *policy_start_stage(const struct sandbox *sb);
 
 /* ---- capabilities (caps.c) ---------------------------------------------- */
 

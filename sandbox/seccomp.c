@@ -11,7 +11,9 @@
  *     that seccomp cannot read, fails with ENOSYS so that libc falls back to
  *     clone, which the filter can check;
  *   - other processes' memory: ptrace, process_vm_readv/writev;
- *   - io_uring: operations submitted through a ring bypass seccomp;
+ *   - io_uring: operations submitted through a ring bypass seccomp (a
+ *     policy may allow it: Landlock and the cgroup BPF programs still apply
+ *     to what a ring does);
  *   - handles that skip path checks: open_by_handle_at, name_to_handle_at;
  *   - ioctls that swap, clone or dedupe file contents (FICLONE,
  *     FICLONERANGE, FIDEDUPERANGE, XFS_IOC_SWAPEXT, XFS exchange-range and
@@ -66,7 +68,12 @@ static const uint64_t clone_ns_flags[] = {
 	CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
-int seccomp_install(void)
+static bool is_io_uring(const char *name)
+{
+	return !strncmp(name, "io_uring_", 9);
+}
+
+int seccomp_install(bool allow_io_uring)
 {
 	_cleanup_(ctx_releasep) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	int r, nr;
@@ -74,6 +81,8 @@ int seccomp_install(void)
 	if (!ctx)
 		return log_error(-ENOMEM, "seccomp: cannot make a filter");
 	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		if (allow_io_uring && is_io_uring(refused[i]))
+			continue;
 		nr = seccomp_syscall_resolve_name(refused[i]);
 		if (nr == __NR_SCMP_ERROR)
 			continue;   /* not a syscall on this architecture */

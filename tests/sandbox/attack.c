@@ -30,8 +30,10 @@
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static int failures;
@@ -325,6 +327,164 @@ static void attack_fill(const char *path)
 	expect_errno(fd < 0 ? -1 : n, ENOSPC, "filling the disk ends in ENOSPC");
 }
 
+/* ---- Landlock: writes outside the writable paths, hidden paths ------------ */
+
+/* Each PATH must refuse every kind of write with EACCES: create, truncate,
+ * write, mkdir, unlink, rename, symlink; and a path under a hidden directory
+ * or a hidden file must refuse reads too when prefixed with "hidden:". */
+static void attack_landlock(int argc, char **argv)
+{
+	char what[512], tmp[256];
+
+	for (int i = 0; i < argc; i++) {
+		bool hidden = !strncmp(argv[i], "hidden:", 7);
+		const char *p = hidden ? argv[i] + 7 : argv[i];
+
+		if (hidden) {
+			snprintf(what, sizeof(what), "read hidden %s", p);
+			expect_fail(open(p, O_RDONLY), what);
+			snprintf(what, sizeof(what), "execute hidden %s", p);
+			expect_fail(execl(p, p, (char *)NULL), what);
+			continue;
+		}
+		snprintf(what, sizeof(what), "write to %s", p);
+		expect_errno(open(p, O_WRONLY), EACCES, what);
+		snprintf(what, sizeof(what), "truncate %s", p);
+		expect_errno(truncate(p, 0), EACCES, what);
+		snprintf(what, sizeof(what), "unlink %s", p);
+		expect_errno(unlink(p), EACCES, what);
+		snprintf(tmp, sizeof(tmp), "%s.new", p);
+		snprintf(what, sizeof(what), "create %s", tmp);
+		expect_errno(open(tmp, O_WRONLY | O_CREAT, 0644), EACCES, what);
+		snprintf(what, sizeof(what), "mkdir %s", tmp);
+		expect_errno(mkdir(tmp, 0755), EACCES, what);
+		snprintf(what, sizeof(what), "symlink %s", tmp);
+		expect_errno(symlink("/tmp", tmp), EACCES, what);
+		snprintf(what, sizeof(what), "rename %s away", p);
+		expect_errno(rename(p, tmp), EACCES, what);
+	}
+}
+
+/* The minimum of io_uring to submit one OPENAT and wait for it. */
+static long uring_openat(const char *path, int flags)
+{
+	struct io_uring_params p = { 0 };
+	struct io_uring_sqe *sqes;
+	struct io_uring_cqe *cqe;
+	unsigned *sq_tail, *sq_array, *cq_head;
+	void *sq, *cq;
+	long r;
+	int fd = (int)syscall(SYS_io_uring_setup, 4, &p);
+
+	if (fd < 0)
+		return -errno;
+	sq = mmap(NULL, p.sq_off.array + p.sq_entries * sizeof(unsigned), PROT_READ | PROT_WRITE,
+	          MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
+	cq = mmap(NULL, p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe),
+	          PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_CQ_RING);
+	sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+	            MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) {
+		close(fd);
+		return -ENOMEM;
+	}
+	sq_tail = (unsigned *)((char *)sq + p.sq_off.tail);
+	sq_array = (unsigned *)((char *)sq + p.sq_off.array);
+	cq_head = (unsigned *)((char *)cq + p.cq_off.head);
+	memset(&sqes[0], 0, sizeof(sqes[0]));
+	sqes[0].opcode = IORING_OP_OPENAT;
+	sqes[0].fd = AT_FDCWD;
+	sqes[0].addr = (unsigned long)path;
+	sqes[0].open_flags = (unsigned)flags;
+	sqes[0].len = 0644;
+	sq_array[*sq_tail & (p.sq_entries - 1)] = 0;
+	__atomic_store_n(sq_tail, *sq_tail + 1, __ATOMIC_RELEASE);
+	r = syscall(SYS_io_uring_enter, fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+	if (r < 0) {
+		r = -errno;
+	} else {
+		cqe = (struct io_uring_cqe *)((char *)cq + p.cq_off.cqes) +
+		      (*cq_head & (p.cq_entries - 1));
+		r = cqe->res;
+		if (r >= 0)
+			close((int)r);
+	}
+	close(fd);
+	return r;
+}
+
+/* io_uring OPENAT (unseen by seccomp): OK:PATH must open, any other PATH
+ * must be refused with EACCES (by Landlock). "w:" prefixes open for writing. */
+static void attack_uring(int argc, char **argv)
+{
+	char what[512];
+
+	for (int i = 0; i < argc; i++) {
+		const char *p = argv[i];
+		bool ok = !strncmp(p, "OK:", 3);
+		int flags = O_RDONLY;
+		long r;
+
+		if (ok)
+			p += 3;
+		if (!strncmp(p, "w:", 2)) {
+			p += 2;
+			flags = O_WRONLY | O_CREAT;
+		}
+		r = uring_openat(p, flags);
+		snprintf(what, sizeof(what), "io_uring OPENAT %s %s%s", p,
+		         flags == O_RDONLY ? "for reading" : "for writing",
+		         ok ? " works" : " refused (EACCES)");
+		if (ok)
+			result(r >= 0, what, r < 0 ? (int)-r : 0);
+		else
+			result(r == -EACCES, what, r < 0 ? (int)-r : 0);
+	}
+}
+
+/* ---- scoping: signals and abstract unix sockets outside the sandbox ----- */
+
+/* Connect to each @NAME abstract unix socket: all must fail. */
+static void attack_abstract(int argc, char **argv)
+{
+	char what[256];
+
+	for (int i = 0; i < argc; i++) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		size_t n = strlen(argv[i]);
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+		long r;
+
+		if (n > sizeof(sa.sun_path) - 1)
+			n = sizeof(sa.sun_path) - 1;
+		memcpy(sa.sun_path + 1, argv[i], n);
+		r = connect(s, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
+		snprintf(what, sizeof(what), "connect to abstract socket @%s", argv[i]);
+		expect_fail(r, what);
+		close(s);
+	}
+}
+
+/* Read "PID" lines from stdin (processes the test put in this pid namespace
+ * from outside the sandbox's Landlock domain) and signal each: EPERM. */
+static void attack_scoped_signal(void)
+{
+	char line[64], what[128];
+
+	printf("ready\n");
+	while (fgets(line, sizeof(line), stdin)) {
+		pid_t pid = (pid_t)atoi(line);
+
+		if (pid <= 1)
+			break;
+		snprintf(what, sizeof(what), "signal pid %d outside the Landlock domain", (int)pid);
+		expect_errno(kill(pid, SIGKILL), EPERM, what);
+		snprintf(what, sizeof(what), "pid %d is still alive", (int)pid);
+		result(kill(pid, 0) < 0 && errno == EPERM, what, 0);
+		printf("done\n");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -347,6 +507,14 @@ int main(int argc, char **argv)
 		attack_net(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "overwrite"))
 		attack_overwrite(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "landlock"))
+		attack_landlock(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "uring"))
+		attack_uring(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "abstract"))
+		attack_abstract(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "scoped-signal"))
+		attack_scoped_signal();
 	else if (!strcmp(argv[2], "fill") && argc == 4)
 		attack_fill(argv[3]);
 	else {

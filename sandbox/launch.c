@@ -260,8 +260,8 @@ static int idmapped_tree(const char *path, int userns, bool rw)
 }
 
 /* Everything the launcher does between the clone and the init's first step. */
-static int prepare_child(const struct sandbox *sb, pid_t pid, const struct sandbox_cgroups *cg,
-                         int sock)
+static int prepare_child(const struct sandbox *sb, const char *name, pid_t pid,
+                         const struct sandbox_cgroups *cg, struct net_state *net, int sock)
 {
 	char path[64];
 	_cleanup_close_ int userns = -1;
@@ -277,6 +277,8 @@ static int prepare_child(const struct sandbox *sb, pid_t pid, const struct sandb
 		r = write_map(pid, "gid_map", sb->uid_base);
 	if (r == 0)
 		r = cgroups_attach(cg, pid);
+	if (r == 0)
+		r = netpolicy_setup(sb, name, pid, cg->path[CG_UNIFIED], net);
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
@@ -407,6 +409,7 @@ static int make_name(const struct sandbox *sb, char *out, size_t len)
 int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret)
 {
 	struct sandbox_cgroups cg;
+	struct net_state net = NET_STATE_INIT;
 	_cleanup_close_ int sigfd = -1, pidfd = -1;
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, sp[2] = { -1, -1 }, rd[2];
 	struct clone_args ca = { 0 };
@@ -431,6 +434,10 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	if (access(sb->rootfs, X_OK) < 0)
 		return log_errno(-errno, "rootfs '%s'", sb->rootfs);
 	make_name(sb, name, sizeof(name));
+	snprintf(ret->name, sizeof(ret->name), "%s", name);
+	r = netpolicy_check(sb);
+	if (r < 0)
+		return r;
 
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
@@ -473,7 +480,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	close_fd(&err[1]);
 	w.pidfd = pidfd;
 
-	r = prepare_child(sb, pid, &cg, sp[0]);
+	r = prepare_child(sb, name, pid, &cg, &net, sp[0]);
 	if (r < 0)
 		kill_sandbox(&w, SANDBOX_KILL_NONE);
 	rd[0] = TAKE_FD(out[0]);
@@ -501,6 +508,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	ret->cpu_seconds = cpu;
 	if (!w.killed && cgroups_oom_killed(&cg))
 		w.killed_by = SANDBOX_KILL_MEMORY;
+	netpolicy_teardown(&net);
 	cgroups_destroy(&cg);
 
 	if (r == 0 && !ready && !w.killed) {

@@ -346,6 +346,8 @@ static int set_stage_field(struct sandbox *sb, const char *key, const char *v)
 		st->has_allow = true;
 		return add_addr(&st->allow, &st->n_allow, v);
 	}
+	if (!v[0])
+		return 0;   /* "stage.S.hide =": declares S, hides nothing more */
 	if (!good_path(v))
 		return -EINVAL;
 	return strv_add(&st->hide, v);

@@ -157,4 +157,28 @@ int caps_drop_bounding(void);
 /* Empty the inheritable, permitted and effective sets. */
 int caps_drop_all(void);
 
+/* ---- network allowlist and stages (netpolicy.c) ------------------------ */
+
+/* What the launcher holds for a sandbox's network policy while it runs. */
+struct net_state {
+	int map_fd;             /* the allowlist map, or -1 */
+	int links[4];           /* bpf_link fds: closing them detaches the programs */
+	int n_links;
+	char veth[16];          /* host side of the veth pair, or "" */
+	uint32_t host_ip, sb_ip;   /* network byte order; 0 without a veth */
+	char *state_dir;        /* STATE_ROOT/NAME when the policy has stages */
+};
+#define NET_STATE_INIT { .map_fd = -1 }
+
+/* Refuse a policy whose starting stage is not declared. */
+int netpolicy_check(const struct sandbox *sb);
+/* Between the clone and the sandbox's first step, from the launcher: with a
+ * non-empty starting allowlist, the veth pair into pid's network namespace
+ * and the BPF programs on cgroup2 (the sandbox's cgroup2 directory); with
+ * stages, the state file.  On failure call netpolicy_teardown. */
+int netpolicy_setup(const struct sandbox *sb, const char *name, pid_t pid, const char *cgroup2,
+                    struct net_state *ns);
+/* Detach, delete and remove everything of ns; idempotent. */
+void netpolicy_teardown(struct net_state *ns);
+
 #endif

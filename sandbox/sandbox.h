@@ -56,6 +56,7 @@ enum sandbox_kill {
 const char *sandbox_kill_name(enum sandbox_kill k);
 
 struct sandbox_result {
+	char name[96];          /* the sandbox's name (policy field or generated) */
 	int status;             /* exit code, or 128 + signal */
 	int signal;             /* the signal that ended the command, or 0 */
 	enum sandbox_kill killed_by;
@@ -72,5 +73,14 @@ struct sandbox_result {
  * filled, whatever the command did; -errno (logged) when the sandbox could
  * not be set up, in which case nothing of it is left either. */
 int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret);
+
+/* Switch the running sandbox name to stage (declared in its policy), which
+ * must only tighten: its allowlist a subset of the current one.  Connects
+ * the new stage drops are refused from then on; its hidden paths are covered
+ * inside the sandbox at once (descriptors already open in them stay usable).
+ * With stage NULL, only report the current stage.  *ret_current (may be NULL)
+ * gets the stage now in force, malloc'd.  Errors are logged: -ENOENT/-ESRCH
+ * (no such running sandbox), -EINVAL (no such stage), -EPERM (loosening). */
+int sandbox_stage_switch(const char *name, const char *stage, char **ret_current);
 
 #endif

@@ -13,6 +13,7 @@ static const struct command {
 	{ "umount", cmd_umount, "unmount an image and wait for its daemon to exit" },
 	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
 	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
+	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },
 };
 
 static void usage(FILE *f)

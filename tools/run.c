@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	        "  --user UID[:GID]     ids inside, below 65536 (default 0:0)\n"
 	        "  --bind SRC:DST[:rw]  bind a host path, read-only unless :rw (repeatable)\n"
 	        "  --hostname NAME      (default sandbox)\n"
-	        "  --name NAME          names the sandbox's cgroups (default lazyroot-PID)\n"
+	        "  --name NAME          names the sandbox: its cgroups, its state for\n"
+	        "                       `lazyroot policy` (default lazyroot-PID)\n"
 	        "  --memory SIZE        memory limit, 0 for none (default 1G)\n"
 	        "  --pids N             process limit, 0 for none (default 256)\n"
 	        "  --cpus N             CPU limit in cores, 0 for none (default 1)\n"
@@ -35,6 +36,9 @@ static void usage(FILE *f)
 	        "  --tmpfs-size SIZE    room for the sandbox's writes (default 256M)\n"
 	        "  --timeout SECONDS    wall-clock limit, 0 for none (default 600)\n"
 	        "  --output-limit SIZE  stdout + stderr cap, 0 for none (default 64M)\n"
+	        "  --allow ADDR:PORT    let the sandbox reach ADDR:PORT (IPv4, [IPv6], or host:PORT\n"
+	        "                       for the host side of its veth); nothing else (repeatable)\n"
+	        "  --stage NAME         the stage to start in (default: the first declared)\n"
 	        "  --json[=FILE]        write a report as JSON to FILE, or as the last line\n"
 	        "                       on stderr\n"
 	        "  -h, --help           this text\n"
@@ -49,7 +53,9 @@ struct setting {
 
 static void print_report(FILE *f, const struct sandbox_result *res)
 {
-	fprintf(f, "{\"status\":%d,\"signal\":%d,\"killed_by\":", res->status, res->signal);
+	fputs("{\"name\":", f);
+	tools_json_string(f, res->name, strlen(res->name));
+	fprintf(f, ",\"status\":%d,\"signal\":%d,\"killed_by\":", res->status, res->signal);
 	if (res->killed_by == SANDBOX_KILL_NONE)
 		fputs("null", f);
 	else
@@ -63,7 +69,8 @@ static void print_report(FILE *f, const struct sandbox_result *res)
 int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
-	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_JSON };
+	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
+	       O_STAGE, O_JSON };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -81,6 +88,8 @@ int cmd_run(int argc, char **argv)
 		{ "tmpfs-size", required_argument, NULL, O_TMPFS },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "output-limit", required_argument, NULL, O_OUTPUT },
+		{ "allow", required_argument, NULL, O_ALLOW },
+		{ "stage", required_argument, NULL, O_STAGE },
 		{ "json", optional_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -90,7 +99,8 @@ int cmd_run(int argc, char **argv)
 		[O_USER - 256] = "user", [O_BIND - 256] = "bind", [O_HOSTNAME - 256] = "hostname",
 		[O_NAME - 256] = "name", [O_MEMORY - 256] = "memory", [O_PIDS - 256] = "pids",
 		[O_CPUS - 256] = "cpus", [O_NOFILE - 256] = "nofile", [O_TMPFS - 256] = "tmpfs_size",
-		[O_TIMEOUT - 256] = "timeout", [O_OUTPUT - 256] = "output",
+		[O_TIMEOUT - 256] = "timeout", [O_OUTPUT - 256] = "output", [O_ALLOW - 256] = "allow",
+		[O_STAGE - 256] = "stage",
 	};
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
 	struct sandbox_result res;
@@ -121,7 +131,7 @@ int cmd_run(int argc, char **argv)
 		}
 		case 'h': usage(stdout); return 0;
 		default:
-			if (c >= O_ROOTFS && c <= O_OUTPUT && keys[c - 256]) {
+			if (c >= O_ROOTFS && c <= O_STAGE && keys[c - 256]) {
 				set[nset++] = (struct setting){ keys[c - 256], optarg };
 				break;
 			}

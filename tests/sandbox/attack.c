@@ -365,8 +365,9 @@ static void attack_landlock(int argc, char **argv)
 	}
 }
 
-/* The minimum of io_uring to submit one OPENAT and wait for it. */
-static long uring_openat(const char *path, int flags)
+/* The minimum of io_uring: submit one operation (sqe), wait for it, return
+ * its result; an fd it returns is closed. */
+static long uring_submit(const struct io_uring_sqe *op)
 {
 	struct io_uring_params p = { 0 };
 	struct io_uring_sqe *sqes;
@@ -391,12 +392,7 @@ static long uring_openat(const char *path, int flags)
 	sq_tail = (unsigned *)((char *)sq + p.sq_off.tail);
 	sq_array = (unsigned *)((char *)sq + p.sq_off.array);
 	cq_head = (unsigned *)((char *)cq + p.cq_off.head);
-	memset(&sqes[0], 0, sizeof(sqes[0]));
-	sqes[0].opcode = IORING_OP_OPENAT;
-	sqes[0].fd = AT_FDCWD;
-	sqes[0].addr = (unsigned long)path;
-	sqes[0].open_flags = (unsigned)flags;
-	sqes[0].len = 0644;
+	sqes[0] = *op;
 	sq_array[*sq_tail & (p.sq_entries - 1)] = 0;
 	__atomic_store_n(sq_tail, *sq_tail + 1, __ATOMIC_RELEASE);
 	r = syscall(SYS_io_uring_enter, fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0);
@@ -406,11 +402,20 @@ static long uring_openat(const char *path, int flags)
 		cqe = (struct io_uring_cqe *)((char *)cq + p.cq_off.cqes) +
 		      (*cq_head & (p.cq_entries - 1));
 		r = cqe->res;
-		if (r >= 0)
+		if (r >= 0 && op->opcode == IORING_OP_OPENAT)
 			close((int)r);
 	}
 	close(fd);
 	return r;
+}
+
+static long uring_openat(const char *path, int flags)
+{
+	struct io_uring_sqe op = { .opcode = IORING_OP_OPENAT, .fd = AT_FDCWD,
+	                           .addr = (unsigned long)path, .open_flags = (unsigned)flags,
+	                           .len = 0644 };
+
+	return uring_submit(&op);
 }
 
 /* io_uring OPENAT (unseen by seccomp): OK:PATH must open, any other PATH
@@ -439,6 +444,179 @@ static void attack_uring(int argc, char **argv)
 			result(r >= 0, what, r < 0 ? (int)-r : 0);
 		else
 			result(r == -EACCES, what, r < 0 ? (int)-r : 0);
+	}
+}
+
+/* ---- the network allowlist ---------------------------------------------- */
+
+/* The default gateway (the host side of the sandbox's veth), or 0. */
+static in_addr_t gateway(void)
+{
+	char line[256], iface[32];
+	unsigned dst, gw;
+	FILE *f = fopen("/proc/net/route", "r");
+	in_addr_t r = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%31s %x %x", iface, &dst, &gw) == 3 && dst == 0 && gw)
+			r = gw;
+	if (f)
+		fclose(f);
+	return r;
+}
+
+/* "gw" or a dotted address. */
+static bool parse_target(char *spec, struct sockaddr_in *sa)
+{
+	char *colon = strrchr(spec, ':');
+
+	if (!colon)
+		return false;
+	*colon = '\0';
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)atoi(colon + 1));
+	if (!strcmp(spec, "gw"))   /* no gateway: an address of the veth range, unroutable */
+		sa->sin_addr.s_addr = gateway() ? gateway() : htonl(0x64400001);
+	else if (inet_pton(AF_INET, spec, &sa->sin_addr) != 1)
+		return false;
+	*colon = ':';
+	return sa->sin_addr.s_addr != 0;
+}
+
+static int tcp_connect(const struct sockaddr_in *sa)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0), r;
+	struct timeval tv = { 3, 0 };
+
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	r = connect(s, (const struct sockaddr *)sa, sizeof(*sa));
+	if (r < 0)
+		r = -errno;
+	close(s);
+	return r;
+}
+
+/* One item:
+ *   ok:ADDR:PORT        a TCP connect must succeed
+ *   ADDR:PORT           a TCP connect must fail with EPERM (the BPF allowlist)
+ *   udp:ADDR:PORT       a UDP sendto must fail with EPERM
+ *   uring:ADDR:PORT     a TCP connect through io_uring must fail with EPERM
+ *   fail:ADDR:PORT      a TCP connect must fail, with any error
+ *   scan:ADDR:LO-HI:N   connecting to every port LO..HI finds exactly port N
+ *                       open (0: none)
+ *   read:PATH           PATH must open for reading
+ *   noread:PATH         PATH must not open for reading
+ * ADDR is dotted IPv4 or "gw" (the host side of the veth; without one, an
+ * address in the veth range that no route leads to). */
+static void reach_one(char *item)
+{
+	char what[256], copy[128];
+	struct sockaddr_in sa;
+	const char *kind = "tcp";
+	char *spec = item;
+	long r;
+
+	snprintf(copy, sizeof(copy), "%s", item);
+	if (!strncmp(item, "read:", 5) || !strncmp(item, "noread:", 7)) {
+		int fd = open(strchr(item, ':') + 1, O_RDONLY);
+
+		snprintf(what, sizeof(what), "%s %s", item[0] == 'r' ? "read" : "cannot read",
+		         strchr(item, ':') + 1);
+		result(item[0] == 'r' ? fd >= 0 : fd < 0, what, fd < 0 ? errno : 0);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (!strncmp(item, "ok:", 3) || !strncmp(item, "fail:", 5) || !strncmp(item, "udp:", 4) || !strncmp(item, "uring:", 6) ||
+	    !strncmp(item, "scan:", 5)) {
+		kind = item;
+		spec = strchr(item, ':') + 1;
+		spec[-1] = '\0';
+	}
+	if (!strcmp(kind, "scan")) {
+		char *range = strchr(spec, ':'), *want, *dash;
+		int lo, hi, found = 0, open_port = 0, expect;
+
+		if (!range || !(dash = strchr(range, '-')) || !(want = strchr(dash, ':'))) {
+			result(false, copy, EINVAL);
+			return;
+		}
+		*range = '\0';
+		lo = atoi(range + 1);
+		hi = atoi(dash + 1);
+		expect = atoi(want + 1);
+		snprintf(what, sizeof(what), "%s:1", spec);
+		if (!parse_target(what, &sa)) {
+			result(false, copy, EINVAL);
+			return;
+		}
+		for (int port = lo; port <= hi; port++) {
+			sa.sin_port = htons((uint16_t)port);
+			if (tcp_connect(&sa) == 0) {
+				found++;
+				open_port = port;
+			}
+		}
+		snprintf(what, sizeof(what), "scan %s ports %d-%d finds %s%s", spec, lo, hi,
+		         expect ? "only port " : "nothing", expect ? want + 1 : "");
+		result(expect ? found == 1 && open_port == expect : found == 0, what, 0);
+		return;
+	}
+	if (!parse_target(spec, &sa)) {
+		result(false, copy, EINVAL);
+		return;
+	}
+	if (!strcmp(kind, "fail")) {
+		r = tcp_connect(&sa);
+		snprintf(what, sizeof(what), "connect to %s fails", spec);
+		result(r < 0, what, r < 0 ? (int)-r : 0);
+	} else if (!strcmp(kind, "ok")) {
+		r = tcp_connect(&sa);
+		snprintf(what, sizeof(what), "connect to allowed %s works", spec);
+		result(r == 0, what, r < 0 ? (int)-r : 0);
+	} else if (!strcmp(kind, "udp")) {
+		int s = socket(AF_INET, SOCK_DGRAM, 0);
+
+		r = sendto(s, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa));
+		snprintf(what, sizeof(what), "udp sendto %s refused", spec);
+		expect_errno(r, EPERM, what);
+		close(s);
+	} else if (!strcmp(kind, "uring")) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct io_uring_sqe op = { .opcode = IORING_OP_CONNECT, .fd = s,
+		                           .addr = (unsigned long)&sa, .off = sizeof(sa) };
+
+		r = uring_submit(&op);
+		snprintf(what, sizeof(what), "io_uring connect to %s refused", spec);
+		result(r == -EPERM, what, r < 0 ? (int)-r : 0);
+		close(s);
+	} else {
+		r = tcp_connect(&sa);
+		snprintf(what, sizeof(what), "connect to %s refused", spec);
+		result(r == -EPERM, what, r < 0 ? (int)-r : 0);
+	}
+}
+
+/* Each argument is an item (reach_one); "-" then reads items from stdin, one
+ * per line, answering each with "done" so that a test can act in between. */
+static void attack_reach(int argc, char **argv)
+{
+	char line[256];
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "-")) {
+			reach_one(argv[i]);
+			continue;
+		}
+		printf("ready\n");
+		while (fgets(line, sizeof(line), stdin)) {
+			line[strcspn(line, "\n")] = '\0';
+			if (!line[0])
+				break;
+			reach_one(line);
+			printf("done\n");
+		}
 	}
 }
 
@@ -511,6 +689,8 @@ int main(int argc, char **argv)
 		attack_landlock(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "uring"))
 		attack_uring(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "reach"))
+		attack_reach(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "abstract"))
 		attack_abstract(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "scoped-signal"))

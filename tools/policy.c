@@ -1,0 +1,64 @@
+/* policy.c — `lazyroot policy NAME [--stage STAGE] [--json]`: tighten a running sandbox. */
+#include <getopt.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox.h"
+#include "tools/tools.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot policy NAME [--stage STAGE] [--json]\n"
+	        "\n"
+	        "Switch the running sandbox NAME (lazyroot run --name) to STAGE, one of the\n"
+	        "stages its policy declares (stage.STAGE.allow, stage.STAGE.hide).  A stage can\n"
+	        "only tighten: connects it no longer allows are refused from the next one on,\n"
+	        "its hidden paths vanish inside the sandbox at once; a stage that would allow\n"
+	        "more than the current one is refused.  Without --stage, print the current\n"
+	        "stage.  Needs root.  sandbox/POLICY.md describes stages.\n"
+	        "\n"
+	        "  --stage STAGE   the stage to switch to\n"
+	        "  --json          print {\"name\":...,\"stage\":...} instead of the stage's name\n"
+	        "  -h, --help      this text\n");
+}
+
+int cmd_policy(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "stage", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	_cleanup_free_ char *current = NULL;
+	const char *stage = NULL, *name;
+	bool json = false;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': stage = optarg; break;
+		case 'j': json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	name = argv[optind];
+	if (sandbox_stage_switch(name, stage, &current) < 0)
+		return 1;
+	if (json) {
+		fputs("{\"name\":", stdout);
+		tools_json_string(stdout, name, strlen(name));
+		fputs(",\"stage\":", stdout);
+		tools_json_string(stdout, current, strlen(current));
+		fputs("}\n", stdout);
+	} else {
+		printf("%s\n", current);
+	}
+	return 0;
+}

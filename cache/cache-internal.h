@@ -54,4 +54,28 @@ struct cache_file {
  * negative return of fn and returns it. */
 int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud);
 
+/* ---- decode.c: decoding and verifying fetched chunks on worker threads ---- */
+
+struct loop;
+struct decoder;
+struct decode_job {
+	struct decode_job *next;
+	/* chunk_decode()'s arguments; in and out stay valid until done() */
+	const uint8_t *name;
+	uint32_t flags, size;
+	const void *in;
+	size_t inlen;
+	void *out;
+	int res;                                /* chunk_decode()'s result */
+	void (*done)(struct decode_job *j);     /* runs on the loop's thread */
+};
+
+/* Start threads workers (0: one per CPU but one, at least one, at most 4)
+ * whose results come back through loop.  Loop thread only, like submit. */
+int decoder_new(struct loop *loop, unsigned threads, struct decoder **ret);
+void decoder_submit(struct decoder *d, struct decode_job *j);
+/* Stop and join the workers.  Jobs still out never see done(): free the
+ * decoder only when none is (drive the loop until loop_pending() is 0). */
+void decoder_free(struct decoder *d);
+
 #endif

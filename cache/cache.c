@@ -34,7 +34,7 @@
 
 #define CACHE_MAX_FDS 256           /* open chunk-file descriptors kept */
 #define CACHE_BUMP_NS (60ULL * 1000000000ULL)  /* mtime refresh, per chunk */
-#define CACHE_DEFAULT_FETCHES 32
+#define CACHE_DEFAULT_FETCHES 64    /* above the store's transfers: decoding holds no slot */
 #define CACHE_FLIGHT_BUCKETS 1024
 
 struct centry {
@@ -82,6 +82,9 @@ struct flight {
 	size_t done;                     /* bytes read or written so far */
 	int fail;                        /* flight_fail_later(): the error */
 	uint64_t t0;
+	struct decode_job job;           /* decoding on a worker: f->raw into f->data */
+	struct buf raw;                  /* the bytes the store returned, while decoded */
+	struct store_check *later;       /* the store's check, waiting for the verdict */
 	char hex[HASH_HEX_SIZE];
 	char rel[CACHE_REL_LEN];
 	char proc[64];                   /* /proc/PID/fd/N of the unnamed file */
@@ -108,6 +111,7 @@ struct cache {
 	struct flight *flights[CACHE_FLIGHT_BUCKETS];
 	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
 	ZSTD_DCtx *dctx;
+	struct decoder *dec;             /* NULL: fetched chunks are decoded on the loop */
 	struct image_seen *images[CACHE_STATS_IMAGES];  /* slots this daemon claimed */
 };
 
@@ -441,6 +445,7 @@ static void flight_free(struct flight *f)
 		*pp = f->hnext;
 	if (f->fd >= 0)
 		close(f->fd);
+	buf_free(&f->raw);
 	free(f->data);
 	free(f);
 }
@@ -715,21 +720,10 @@ static void write_start(struct flight *f)
 
 /* -- fetching from the store -- */
 
-/* Decode and verify what the store returned, into f->data: bytes that fail
- * are refused here, so that a store with mirrors asks the next one. */
-static int fetch_check(void *ud, struct buf *data)
+static int check_verdict(struct flight *f, int r)
 {
-	struct flight *f = ud;
 	struct cache *c = f->c;
-	int r;
 
-	/* a failed verification leaves its buffer: same size, reuse it */
-	if (!f->data)
-		f->data = malloc(f->ch.size ? f->ch.size : 1);
-	if (!f->data)
-		return -ENOMEM;
-	r = chunk_decode(c->dctx, f->ch.name, f->ch.flags, f->ch.size, data->data, data->len,
-	                 f->data);
 	if (r < 0) {
 		stat_add(&c->st->verify_failures, 1);
 		log_msg(LOG_ERR, "cache: chunk %s from %s fails verification", f->hex,
@@ -737,6 +731,45 @@ static int fetch_check(void *ud, struct buf *data)
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+static void decode_done(struct decode_job *j)
+{
+	struct flight *f = (struct flight *)((char *)j - offsetof(struct flight, job));
+	struct buf raw = f->raw;
+
+	f->raw = (struct buf)BUF_INIT;
+	/* may end the flight (fetch_cb), or ask the next mirror (fetch_check) */
+	store_check_done(f->later, check_verdict(f, j->res), &raw);
+	buf_free(&raw);
+}
+
+/* Decode and verify what the store returned, into f->data: bytes that fail
+ * are refused here, so that a store with mirrors asks the next one.  With
+ * decoder threads, the work goes to them and the verdict comes later. */
+static int fetch_check(void *ud, struct buf *data, struct store_check *later)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+
+	/* a failed verification leaves its buffer: same size, reuse it */
+	if (!f->data)
+		f->data = malloc(f->ch.size ? f->ch.size : 1);
+	if (!f->data)
+		return -ENOMEM;
+	if (c->dec) {
+		f->raw = *data;
+		*data = (struct buf)BUF_INIT;
+		f->later = later;
+		f->job = (struct decode_job){ .name = f->ch.name, .flags = f->ch.flags,
+		                              .size = f->ch.size, .in = f->raw.data,
+		                              .inlen = f->raw.len, .out = f->data,
+		                              .done = decode_done };
+		decoder_submit(c->dec, &f->job);
+		return STORE_CHECK_LATER;
+	}
+	return check_verdict(f, chunk_decode(c->dctx, f->ch.name, f->ch.flags, f->ch.size,
+	                                     data->data, data->len, f->data));
 }
 
 static void fetch_cb(void *ud, int64_t res, struct buf *data)
@@ -1191,6 +1224,14 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 		cache_free(c);
 		return -ENOMEM;
 	}
+	/* LAZYROOT_CACHE_DECODERS: decoder threads (0: decode on the loop's thread) */
+	{
+		const char *e = getenv("LAZYROOT_CACHE_DECODERS");
+		long n = e && *e ? strtol(e, NULL, 10) : -1;
+
+		if (n != 0 && (r = decoder_new(loop, n > 0 ? (unsigned)n : 0, &c->dec)) < 0)
+			log_errno(r, "cache: no decoder threads; decoding on the loop's thread");
+	}
 	r = open_dirs(c, p->dir);
 	if (r < 0) {
 		cache_free(c);
@@ -1254,6 +1295,7 @@ void cache_free(struct cache *c)
 		}
 		free(c->buckets);
 	}
+	decoder_free(c->dec);
 	ZSTD_freeDCtx(c->dctx);
 	cache_stats_unmap_rw(c->st);
 	if (c->lock_fd >= 0)

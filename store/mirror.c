@@ -65,11 +65,12 @@ static bool mop_next(struct mop *m, int64_t res)
 	return false;
 }
 
-static int mop_check(void *ud, struct buf *data)
+/* the caller's check, whose verdict (now or later) reaches mop_get_cb */
+static int mop_check(void *ud, struct buf *data, struct store_check *later)
 {
 	struct mop *m = ud;
 
-	return m->check(m->ud, data);
+	return m->check(m->ud, data, later);
 }
 
 static void mop_get_cb(void *ud, int64_t res, struct buf *data)

@@ -304,24 +304,43 @@ int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, stor
 }
 
 /* A checked get on a backend without mirrors: check, then hand over. */
+struct store_check {
+	void (*done)(struct store_check *sc, int verdict, struct buf *data);
+};
+
 struct checked_get {
+	struct store_check sc;         /* first: the check's handle is the get */
 	store_check_fn check;
 	store_get_cb cb;
 	void *ud;
+	int64_t res;
 };
+
+static void checked_get_end(struct store_check *sc, int verdict, struct buf *data)
+{
+	struct checked_get *g = (struct checked_get *)sc;
+
+	g->cb(g->ud, verdict < 0 ? verdict : g->res, data);
+	free(g);
+}
 
 static void checked_get_cb(void *ud, int64_t res, struct buf *data)
 {
 	struct checked_get *g = ud;
+	int r = 0;
 
 	if (res >= 0) {
-		int r = g->check(g->ud, data);
-
-		if (r < 0)
-			res = r;
+		g->res = res;
+		r = g->check(g->ud, data, &g->sc);
+		if (r == STORE_CHECK_LATER)
+			return;
 	}
-	g->cb(g->ud, res, data);
-	free(g);
+	checked_get_end(&g->sc, res < 0 ? (int)res : r, data);
+}
+
+void store_check_done(struct store_check *later, int verdict, struct buf *data)
+{
+	later->done(later, verdict, data);
 }
 
 int store_get_checked(struct store *s, const char *key, uint64_t off, uint64_t len,
@@ -337,7 +356,7 @@ int store_get_checked(struct store *s, const char *key, uint64_t off, uint64_t l
 	g = malloc(sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	*g = (struct checked_get){ check, cb, ud };
+	*g = (struct checked_get){ { checked_get_end }, check, cb, ud, 0 };
 	r = s->ops->get(s, key, off, len, checked_get_cb, g);
 	if (r < 0)
 		free(g);

@@ -107,8 +107,16 @@ int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, stor
               void *ud);
 /* Judge the bytes a get returned before they are handed over: 0 to accept,
  * -errno to refuse them (-EBADMSG: wrong bytes).  It gets the get's ud, and
- * may keep what it derived from data (e.g. decoded bytes) in it. */
-typedef int (*store_check_fn)(void *ud, struct buf *data);
+ * may keep what it derived from data (e.g. decoded bytes) in it.
+ *
+ * A check may also go on elsewhere (another thread): it takes data's bytes
+ * (moves *data out, leaving it empty), returns STORE_CHECK_LATER, and gives
+ * its verdict later, once, on the loop's thread, with
+ * store_check_done(later, verdict, data), data being the bytes it took. */
+struct store_check;
+#define STORE_CHECK_LATER 1
+typedef int (*store_check_fn)(void *ud, struct buf *data, struct store_check *later);
+void store_check_done(struct store_check *later, int verdict, struct buf *data);
 /* store_get, with the result checked by check: refused bytes make the next
  * mirror serve the object; when none is left (or there are no mirrors) cb
  * gets check's error. */

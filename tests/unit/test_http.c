@@ -163,7 +163,7 @@ static int rm_dirs(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-static int refuse_bad(void *ud, struct buf *data)
+static int refuse_bad(void *ud, struct buf *data, struct store_check *later)
 {
 	return data->len && data->data[0] == 'B' ? -EBADMSG : 0;
 }

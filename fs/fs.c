@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <linux/fuse.h>
 #include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -56,6 +57,10 @@
 /* Read streams tracked at once (files read concurrently), direct-mapped by
  * inode: a collision only costs the loser its read-ahead. */
 #define FS_STREAMS 64
+/* The INIT flag (protocol 7.40, kernel 6.12) by which a server lets the kernel
+ * make idmapped mounts of its filesystem; bit 40, sent in flags2 beside
+ * FUSE_INIT_EXT.  Debian 12's <linux/fuse.h> (7.38) and libfuse 3.14 lack it. */
+#define FS_FUSE_ALLOW_IDMAP (1ull << 40)
 /* Reply buffers of FS_MAX_REQUEST bytes kept for reuse.  malloc hands out
  * buffers this large as fresh mappings: each 1 MiB read then faulted in and
  * zeroed 256 pages, and a cold sequential read of cc1 spent a third of the
@@ -88,6 +93,9 @@ struct fs {
 	bool mounted, finished;
 	bool fd_closed;                 /* libfuse closed the session fd while unmounting */
 	bool init_done;                 /* INIT answered: the readahead window may be set */
+	bool init_seen;                 /* the first request (INIT) has been looked at */
+	bool idmap_offered;             /* the kernel's INIT offered FUSE_ALLOW_IDMAP */
+	uint64_t init_unique;           /* the INIT request's id, 0 once answered */
 };
 
 /* One read in flight: the reply buffer and how many cache pieces are due. */
@@ -768,6 +776,76 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.fallocate = fs_fallocate,
 };
 
+/* ---- the session's I/O: opting in to idmapped mounts --------------------- */
+
+/*
+ * Sandboxes see an image through idmapped mounts of its one node-wide mount
+ * (sandbox/launch.c): each maps the owners as built (0, 1000, ...) into that
+ * sandbox's own host id range, while the daemon knows of no range and the
+ * mount itself keeps the owners exactly as built.  The kernel (6.12 and
+ * later) allows an idmapped mount of a FUSE filesystem only if the server
+ * opted in at INIT with FUSE_ALLOW_IDMAP and the mount has
+ * default_permissions (ours always has: the kernel then checks access
+ * against the mapped owners, the image being read-only either way).
+ * libfuse 3.14 keeps INIT flags in 32 bits, so the session's writes go
+ * through these hooks, which add the flag to the INIT reply when the kernel
+ * offered it; every other message passes through unchanged, and splicing
+ * stays as libfuse would do it.  Older kernels never offer the flag, and
+ * an idmapped mount then fails with EINVAL.
+ */
+static ssize_t fs_io_read(int fd, void *buf, size_t len, void *ud)
+{
+	(void)ud;
+	return read(fd, buf, len);
+}
+
+static ssize_t fs_io_splice(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                            unsigned int flags, void *ud)
+{
+	(void)ud;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+static ssize_t fs_io_writev(int fd, struct iovec *iov, int count, void *ud)
+{
+	struct fs *f = ud;
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	const size_t need = offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t);
+	struct fuse_init_out io;
+	struct iovec patched[2];
+
+	if (!f->init_unique || count != 2 || iov[0].iov_len != sizeof(*oh) ||
+	    oh->unique != f->init_unique)
+		return writev(fd, iov, count);
+	f->init_unique = 0;
+	if (oh->error || !f->idmap_offered || iov[1].iov_len < need ||
+	    iov[1].iov_len > sizeof(io))
+		return writev(fd, iov, count);
+	memcpy(&io, iov[1].iov_base, iov[1].iov_len);
+	io.flags |= FUSE_INIT_EXT;
+	io.flags2 |= (uint32_t)(FS_FUSE_ALLOW_IDMAP >> 32);
+	patched[0] = iov[0];
+	patched[1] = (struct iovec){ &io, iov[1].iov_len };
+	return writev(fd, patched, 2);
+}
+
+/* Before libfuse answers it: note the INIT request's id and whether the
+ * kernel offers FUSE_ALLOW_IDMAP.  INIT is the session's first request. */
+static void note_init(struct fs *f, size_t len)
+{
+	const struct fuse_in_header *ih = f->rbuf.mem;
+	const struct fuse_init_in *in = (const void *)(ih + 1);
+
+	f->init_seen = true;
+	if ((f->rbuf.flags & FUSE_BUF_IS_FD) ||
+	    len < sizeof(*ih) + offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t) ||
+	    ih->opcode != FUSE_INIT)
+		return;
+	f->init_unique = ih->unique;
+	f->idmap_offered = in->major == 7 && in->minor >= 40 && (in->flags & FUSE_INIT_EXT) &&
+	                   (in->flags2 & (uint32_t)(FS_FUSE_ALLOW_IDMAP >> 32));
+}
+
 /* ---- the session on the loop -------------------------------------------- */
 
 /* The session fd is readable (or the connection is gone): take every queued
@@ -796,6 +874,8 @@ static void fs_on_readable(void *ud, int res)
 			f->finished = true;
 			return;
 		}
+		if (!f->init_seen)
+			note_init(f, (size_t)r);
 		fuse_session_process_buf(f->se, &f->rbuf);
 		if (f->init_done) {
 			f->init_done = false;
@@ -941,6 +1021,20 @@ int fs_mount(const struct fs_params *p, struct fs **ret)
 		goto fail;
 	}
 	f->mounted = true;
+	{
+		static const struct fuse_custom_io io = {
+			.writev = fs_io_writev,
+			.read = fs_io_read,
+			.splice_receive = fs_io_splice,
+			.splice_send = fs_io_splice,
+		};
+
+		r = fuse_session_custom_io(f->se, &io, fuse_session_fd(f->se));
+		if (r < 0) {
+			log_errno(r, "mount '%s': hooking the FUSE session's I/O", f->mountpoint);
+			goto fail;
+		}
+	}
 	r = fcntl(fuse_session_fd(f->se), F_SETFL,
 	          fcntl(fuse_session_fd(f->se), F_GETFL) | O_NONBLOCK);
 	if (r < 0) {

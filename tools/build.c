@@ -1,7 +1,10 @@
 /* build.c — `lazyroot build SOURCE --tag NAME[:TAG]`. */
 #include <getopt.h>
+#include <limits.h>
 
 #include "chunker/chunker.h"
+#include "image/image.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "store/store.h"
 #include "tools/tools.h"
@@ -20,6 +23,9 @@ static void usage(FILE *f)
 	        "  --tag NAME[:TAG]   name to publish the image under (TAG defaults to latest)\n"
 	        "  --platform P       os/arch[/variant] to pick from a multi-platform OCI index\n"
 	        "                     (default: this host)\n"
+	        "  --config FILE      the image config, an OCI image config JSON document whose\n"
+	        "                     config.Env, config.WorkingDir and config.User `lazyroot run`\n"
+	        "                     applies (default: an OCI or docker source's own, else none)\n"
 	        "  --min-size SIZE    smallest chunk (default %uK)\n"
 	        "  --avg-size SIZE    average chunk, a power of two (default %uK)\n"
 	        "  --max-size SIZE    largest chunk (default %uK)\n"
@@ -30,6 +36,26 @@ static void usage(FILE *f)
 	        "  -h, --help         this text\n",
 	        STORE_DEFAULT_URL, BUILD_DEFAULT_MIN / 1024, BUILD_DEFAULT_AVG / 1024,
 	        BUILD_DEFAULT_MAX / 1024, BUILD_DEFAULT_LEVEL);
+}
+
+#define BUILD_CONFIG_MAX (8u << 20)  /* as for an OCI source's config */
+
+/* Read an image config file and check that it is a JSON object. */
+static int read_config(const char *path, struct buf *ret)
+{
+	struct json *doc = NULL;
+	char what[64 + PATH_MAX];
+	int r;
+
+	r = read_file(path, BUILD_CONFIG_MAX, ret);
+	if (r < 0)
+		return log_errno(r, "--config '%s'", path);
+	snprintf(what, sizeof(what), "--config '%s'", path);
+	r = json_parse_logged(ret->data, ret->len, what, &doc);
+	if (r == 0 && json_type(doc) != JSON_OBJECT)
+		r = log_error(-EINVAL, "--config '%s': not a JSON object", path);
+	json_free(doc);
+	return r;
 }
 
 static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
@@ -45,11 +71,12 @@ static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
 int cmd_build(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL, O_THREADS, O_JSON,
-	       O_NOPROG };
+	       O_NOPROG, O_CONFIG };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "tag", required_argument, NULL, O_TAG },
 		{ "platform", required_argument, NULL, O_PLATFORM },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "min-size", required_argument, NULL, O_MIN },
 		{ "avg-size", required_argument, NULL, O_AVG },
 		{ "max-size", required_argument, NULL, O_MAX },
@@ -64,7 +91,8 @@ int cmd_build(int argc, char **argv)
 	struct build_summary sum = { 0 };
 	struct build *b = NULL;
 	struct store *s = NULL;
-	const char *store_opt = NULL, *tag = NULL, *source;
+	_cleanup_(buf_freep) struct buf config = BUF_INIT;
+	const char *store_opt = NULL, *tag = NULL, *config_path = NULL, *source;
 	bool json = false, noprog = false;
 	uint64_t v;
 	int c, r;
@@ -76,6 +104,7 @@ int cmd_build(int argc, char **argv)
 		case O_STORE: store_opt = optarg; break;
 		case O_TAG: tag = optarg; break;
 		case O_PLATFORM: p.platform = optarg; break;
+		case O_CONFIG: config_path = optarg; break;
 		case O_MIN: if (parse_chunk_size("--min-size", optarg, &p.min_size) < 0) return 2; break;
 		case O_AVG: if (parse_chunk_size("--avg-size", optarg, &p.avg_size) < 0) return 2; break;
 		case O_MAX: if (parse_chunk_size("--max-size", optarg, &p.max_size) < 0) return 2; break;
@@ -116,6 +145,8 @@ int cmd_build(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (config_path && read_config(config_path, &config) < 0)
+		return 2;
 	p.progress = !noprog && !json && isatty(STDERR_FILENO);
 
 	r = store_open(tools_store_url(store_opt), &s);
@@ -124,6 +155,11 @@ int cmd_build(int argc, char **argv)
 	r = build_new(&p, s, &b);
 	if (r == 0)
 		r = source_add(b, source, p.platform);
+	if (r == 0 && config_path) {
+		r = image_tree_set_config(build_tree(b), config.data, config.len);
+		if (r < 0)
+			log_errno(r, "--config '%s'", config_path);
+	}
 	if (r == 0)
 		r = build_finish(b, tag, &sum);
 	build_free(b);

@@ -124,3 +124,23 @@ check cmp "$WORK/x-killed/f039.bin" <(python3 -c '
 import random, sys; random.seed(2)
 for i in range(40): b = random.randbytes(1 << 20)
 sys.stdout.buffer.write(b)')
+
+# --config: a file that is missing, not JSON or not a JSON object is refused by name before
+# anything is stored; a good one becomes the image config
+mkdir -p "$WORK/cfgsrc/etc"
+echo x >"$WORK/cfgsrc/etc/x"
+printf '{"config": ' >"$WORK/cut.json"
+printf '[1]' >"$WORK/array.json"
+for c in "$WORK/nope.json" "$WORK/cut.json" "$WORK/array.json"; do
+	err=$("$LAZYROOT" build "$WORK/cfgsrc" --store "$store" --tag cfgbad --config "$c" \
+		--no-progress 2>&1 >/dev/null) && fail "--config $c accepted"
+	log "config $(basename "$c"): $err"
+	check test "$(wc -l <<<"$err")" = 1
+	check grep -qF -- "$c" <<<"$err"
+	check_not test -e "$WORK/store/tags/cfgbad:latest"
+done
+printf '{"config": {"WorkingDir": "/etc"}}' >"$WORK/good.json"
+check "$LAZYROOT" build "$WORK/cfgsrc" --store "$store" --tag cfggood --config "$WORK/good.json" \
+	--no-progress
+check test "$("$LAZYROOT" image inspect cfggood --store "$store" --json |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["config"]["config"]["WorkingDir"])')" = /etc

@@ -1,9 +1,21 @@
-/* run.c — `lazyroot run [OPTIONS] --rootfs DIR -- CMD [ARG...]`. */
+/*
+ * run.c — `lazyroot run [OPTIONS] IMAGE|--rootfs DIR -- CMD [ARG...]`.
+ *
+ * With IMAGE: resolve it in the store, map its index (from the cache when an
+ * earlier run or mount kept it), mount it once per node (images.c), then
+ * settle the policy in this order, later overriding earlier: defaults, the
+ * image config (env, working directory, user), the policy file, the options;
+ * the root filesystem is the node's mount.  Options and the policy file are
+ * checked before anything is mounted.
+ */
 #include <getopt.h>
 #include <signal.h>
 
+#include "cache/cache.h"
+#include "image/image.h"
 #include "lib/lib.h"
 #include "sandbox/sandbox.h"
+#include "store/store.h"
 #include "tools/tools.h"
 
 #define RUN_FAILED 125   /* the launcher itself failed: bad option, setup error */
@@ -11,20 +23,33 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: lazyroot run [OPTIONS] --rootfs DIR -- CMD [ARG...]\n"
+	        "usage: lazyroot run [OPTIONS] IMAGE [OPTIONS] -- CMD [ARG...]\n"
+	        "       lazyroot run [OPTIONS] --rootfs DIR -- CMD [ARG...]\n"
 	        "\n"
-	        "Run CMD in a fresh sandbox on an overlay above DIR (which never changes),\n"
-	        "pass its output through and exit with its status (128 + N when signal N\n"
-	        "ended it).  Nothing of the sandbox is left afterwards.  Needs root.\n"
+	        "Run CMD in a fresh sandbox on an overlay above the image IMAGE (NAME[:TAG]\n"
+	        "or an index name) or above DIR, neither of which ever changes; pass its\n"
+	        "output through and exit with its status (128 + N when signal N ended it).\n"
+	        "Nothing of the sandbox is left afterwards.  Needs root.\n"
+	        "\n"
+	        "IMAGE is mounted once per node, at IMAGES/<index name>, by the first run\n"
+	        "that needs it, and stays mounted for later runs until `lazyroot umount\n"
+	        "IMAGES/<index name>`.  Its config's env, working directory and user apply\n"
+	        "unless the policy file or the options below set them.\n"
 	        "Every limit has a default; sandbox/POLICY.md documents each field.\n"
 	        "\n"
-	        "  --rootfs DIR         the root filesystem (read-only lower layer)\n"
+	        "  --store URL          chunk store of IMAGE (default: $LAZYROOT_STORE, else\n"
+	        "                       %s)\n"
+	        "  --cache DIR          node-local cache for IMAGE's mount (default:\n"
+	        "                       $LAZYROOT_CACHE, else %s)\n"
+	        "  --images DIR         where the node's image mounts live (default:\n"
+	        "                       $LAZYROOT_IMAGES, else %s)\n"
+	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
 	        "  --policy FILE        policy file (key = value lines); the options below\n"
 	        "                       override its fields whatever their order\n"
 	        "  --set KEY=VALUE      set any policy field\n"
 	        "  --env NAME=VALUE     add to the environment (repeatable)\n"
-	        "  --workdir DIR        working directory inside (default /)\n"
-	        "  --user UID[:GID]     ids inside, below 65536 (default 0:0)\n"
+	        "  --workdir DIR        working directory inside (default: the image's, else /)\n"
+	        "  --user UID[:GID]     ids inside, below 65536 (default: the image's, else 0:0)\n"
 	        "  --bind SRC:DST[:rw]  bind a host path, read-only unless :rw (repeatable)\n"
 	        "  --hostname NAME      (default sandbox)\n"
 	        "  --name NAME          names the sandbox: its cgroups, its state for\n"
@@ -44,7 +69,8 @@ static void usage(FILE *f)
 	        "  -h, --help           this text\n"
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
-	        "not found, 125 when the launcher fails (the message says why).\n");
+	        "not found, 125 when the launcher fails (the message says why).\n",
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, IMAGES_DEFAULT_DIR);
 }
 
 struct setting {
@@ -66,11 +92,66 @@ static void print_report(FILE *f, const struct sandbox_result *res)
 	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false");
 }
 
+/* Apply the policy file and the options, in that order. */
+static int apply_settings(struct sandbox *sb, const char *policy, const struct setting *set,
+                          size_t nset)
+{
+	int r = policy ? sandbox_load_policy(sb, policy) : 0;
+
+	for (size_t i = 0; r == 0 && i < nset; i++)
+		r = sandbox_set(sb, set[i].key, set[i].value);
+	return r;
+}
+
+/* The sandbox for IMAGE: resolved, its index mapped, mounted on this node;
+ * then its config, the policy file and the options. */
+static int image_sandbox(const char *ref, const struct images_params *ip, const char *policy,
+                         const struct setting *set, size_t nset, struct sandbox **ret)
+{
+	struct index_map im = { 0 };
+	struct store *s = NULL;
+	struct sandbox *sb = NULL;
+	_cleanup_free_ char *dir = NULL;
+	char hex[HASH_HEX_SIZE];
+	const char *cfg;
+	size_t cfglen;
+	int r;
+
+	r = store_open(ip->store_url, &s);
+	if (r == 0)
+		r = store_resolve(s, ref, hex);
+	/* Before the mount: its daemon then maps the index we keep. */
+	if (r == 0)
+		r = load_index(s, ip->cache_dir, hex, &im);
+	if (r == 0)
+		r = index_map_keep(&im);
+	if (r == 0)
+		r = images_mount(ip, hex, &dir);
+	if (r == 0)
+		r = sandbox_new(&sb);
+	if (r == 0) {
+		image_config(im.img, &cfg, &cfglen);
+		r = images_apply_config(sb, dir, ref, cfg, cfglen);
+	}
+	if (r == 0)
+		r = apply_settings(sb, policy, set, nset);
+	if (r == 0)
+		r = sandbox_set(sb, "rootfs", dir);
+	index_map_free(&im);
+	store_free(s);
+	if (r < 0) {
+		sandbox_free(sb);
+		return r;
+	}
+	*ret = sb;
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -91,6 +172,9 @@ int cmd_run(int argc, char **argv)
 		{ "allow", required_argument, NULL, O_ALLOW },
 		{ "stage", required_argument, NULL, O_STAGE },
 		{ "json", optional_argument, NULL, O_JSON },
+		{ "store", required_argument, NULL, O_STORE },
+		{ "cache", required_argument, NULL, O_CACHE },
+		{ "images", required_argument, NULL, O_IMAGES },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -103,21 +187,35 @@ int cmd_run(int argc, char **argv)
 		[O_STAGE - 256] = "stage",
 	};
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
+	_cleanup_free_ char *images_abs = NULL;
+	struct images_params ip = { 0 };
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
-	const char *policy = NULL, *json = NULL;
-	bool want_json = false;
+	const char *policy = NULL, *json = NULL, *image = NULL, *images_opt = NULL;
+	bool want_json = false, rootfs = false;
 	size_t nset = 0;
 	int c, r;
 
 	if (!set)
 		return RUN_FAILED;
 	optind = 1;
-	/* '+': stop at the first non-option, so that CMD's own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	/* '+': stop at the first non-option, so that CMD's own options stay its
+	 * own.  Without --rootfs the first non-option before "--" is IMAGE, and
+	 * options may follow it. */
+	for (;;) {
+		c = getopt_long(argc, argv, "+h", opts, NULL);
+		if (c == -1) {
+			if (image || rootfs || optind >= argc || !strcmp(argv[optind - 1], "--"))
+				break;
+			image = argv[optind++];
+			continue;
+		}
 		switch (c) {
 		case O_POLICY: policy = optarg; break;
 		case O_JSON: want_json = true; json = optarg; break;
+		case O_STORE: ip.store_url = optarg; break;
+		case O_CACHE: ip.cache_dir = optarg; break;
+		case O_IMAGES: images_opt = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');
 
@@ -132,6 +230,7 @@ int cmd_run(int argc, char **argv)
 		case 'h': usage(stdout); return 0;
 		default:
 			if (c >= O_ROOTFS && c <= O_STAGE && keys[c - 256]) {
+				rootfs |= c == O_ROOTFS;
 				set[nset++] = (struct setting){ keys[c - 256], optarg };
 				break;
 			}
@@ -143,11 +242,36 @@ int cmd_run(int argc, char **argv)
 		usage(stderr);
 		return RUN_FAILED;
 	}
+	if (image && rootfs) {
+		log_error(-EINVAL, "run: image '%s' and --rootfs: give one of them", image);
+		return RUN_FAILED;
+	}
+	/* Options and the policy file first, so that a typo mounts nothing. */
 	if (sandbox_new(&sb) < 0)
 		return RUN_FAILED;
-	r = policy ? sandbox_load_policy(sb, policy) : 0;
-	for (size_t i = 0; r == 0 && i < nset; i++)
-		r = sandbox_set(sb, set[i].key, set[i].value);
+	r = apply_settings(sb, policy, set, nset);
+	if (r == 0 && image) {
+		sandbox_free(sb);
+		sb = NULL;
+		ip.store_url = tools_store_url(ip.store_url);
+		ip.cache_dir = tools_cache_dir(ip.cache_dir);
+		images_opt = tools_images_dir(images_opt);
+		if (images_opt[0] == '/') {
+			images_abs = strdup(images_opt);
+		} else {
+			_cleanup_free_ char *cwd = getcwd(NULL, 0);
+
+			if (!cwd || asprintf(&images_abs, "%s/%s", cwd, images_opt) < 0)
+				images_abs = NULL;
+		}
+		if (!images_abs) {
+			log_errno(-ENOMEM, "--images '%s'", images_opt);
+			sandbox_free(sb);
+			return RUN_FAILED;
+		}
+		ip.images_dir = images_abs;
+		r = image_sandbox(image, &ip, policy, set, nset, &sb);
+	}
 	if (r == 0)
 		r = sandbox_run(sb, argv + optind, &res);
 	sandbox_free(sb);

@@ -47,6 +47,34 @@ int load_index(struct store *s, const char *cache_dir, const char *hex, struct i
 int index_map_keep(struct index_map *m);
 void index_map_free(struct index_map *m);
 
+/* ---- the node's shared image mounts (images.c) ---------------------------- */
+
+#define IMAGES_DEFAULT_DIR "/run/lazyroot/images"
+
+/* Where the node's image mounts live: the --images value if given, else
+ * $LAZYROOT_IMAGES, else IMAGES_DEFAULT_DIR. */
+const char *tools_images_dir(const char *opt);
+
+struct images_params {
+	const char *images_dir;   /* absolute */
+	const char *store_url;
+	const char *cache_dir;
+};
+
+/* The directory where the image named hex (an index name) is mounted on this
+ * node, IMAGES/<hex>: mounted by `lazyroot mount` with p's store and cache
+ * unless already there, once however many callers race.  *ret_dir is the
+ * caller's to free.  Logs its errors; on failure nothing is left mounted. */
+int images_mount(const struct images_params *p, const char *hex, char **ret_dir);
+
+/* Apply the image config JSON (OCI: config.Env, config.WorkingDir,
+ * config.User) to sb, as policy settings that later ones override.  root is
+ * where the image is mounted, for user and group names; ref names the image
+ * in errors.  An empty config sets nothing. */
+struct sandbox;
+int images_apply_config(struct sandbox *sb, const char *root, const char *ref, const void *json,
+                        size_t len);
+
 /* Print s (len bytes) as a JSON string literal. */
 void tools_json_string(FILE *f, const char *s, size_t len);
 

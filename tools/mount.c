@@ -363,6 +363,47 @@ static int run_background(const struct mount_opts *o)
 	return check_mounted(o->mountpoint) < 0 ? 1 : 0;
 }
 
+/* path against the current directory, which the daemon leaves for "/"
+ * (lexically: the path need not exist yet).  NULL on ENOMEM. */
+static char *absolute(const char *path)
+{
+	_cleanup_free_ char *cwd = NULL;
+	char *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	cwd = getcwd(NULL, 0);
+	if (!cwd || asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+/* The store URL with every local member (dir:PATH or a plain path, as
+ * store_open reads them; mirrors are comma-separated) made absolute. */
+static char *absolute_store_url(const char *url)
+{
+	_cleanup_free_ char *copy = strdup(url);
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char *save = NULL;
+
+	if (!copy)
+		return NULL;
+	for (char *u = strtok_r(copy, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+		bool dir = !strncmp(u, "dir:", 4);
+		const char *path = dir ? u + 4 : strstr(u, "://") ? NULL : u;
+		_cleanup_free_ char *abs = path && path[0] && path[0] != '/' ? absolute(path) : NULL;
+
+		if (path && path[0] && path[0] != '/' && !abs)
+			return NULL;
+		if (buf_printf(&b, "%s%s%s", b.len ? "," : "", abs && dir ? "dir:" : "",
+		               abs ? abs : u) < 0)
+			return NULL;
+	}
+	if (buf_append_zero(&b, 1) < 0)
+		return NULL;
+	return (char *)TAKE_PTR(b.data);
+}
+
 int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
@@ -388,6 +429,7 @@ int cmd_mount(int argc, char **argv)
 		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
 		.allow_other = true,
 	};
+	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
 	struct stat st;
 	uint64_t v;
 	int c;
@@ -441,6 +483,17 @@ int cmd_mount(int argc, char **argv)
 		log_error(-ENOTDIR, "mount '%s': not a directory", o.mountpoint);
 		return 1;
 	}
+	/* The daemon runs from "/": relative paths would then name other places. */
+	mnt_abs = absolute(o.mountpoint);
+	cache_abs = absolute(o.cache_dir);
+	store_abs = absolute_store_url(tools_store_url(o.store_url));
+	if (!mnt_abs || !cache_abs || !store_abs) {
+		log_errno(-ENOMEM, "mount '%s'", o.mountpoint);
+		return 1;
+	}
+	o.mountpoint = mnt_abs;
+	o.cache_dir = cache_abs;
+	o.store_url = store_abs;
 	if (o.foreground)
 		return serve(&o, -1);
 	return run_background(&o);

@@ -169,6 +169,17 @@ check_not mountpoint -q "$mnt5"
 check_not "$LAZYROOT" mount tree:1 "$WORK/no-such-dir" --store "$store" --cache "$cache"
 check_not "$LAZYROOT" umount "$mnt5" --cache "$cache"
 
+# --- relative mountpoint, store and cache: the daemon, which leaves for "/", still finds them
+mnt6=$WORK/mnt6
+mkdir -p "$mnt6"
+cleanup_add unmount_quietly "$mnt6"
+store_rel=${store#dir:$WORK/}
+check bash -c 'cd "$1" && "$2" mount tree:1 mnt6 --store "dir:$3" --cache cache' _ "$WORK" \
+	"$LAZYROOT" "$store_rel"
+check cmp "$src/files/random-5m" "$mnt6/files/random-5m"
+check bash -c 'cd "$1" && "$2" umount mnt6 --cache cache' _ "$WORK" "$LAZYROOT"
+check_not mountpoint -q "$mnt6"
+
 # --- the first mount last, with lazyroot umount
 pid=$(daemon_pid "$mnt")
 check "$LAZYROOT" umount "$mnt" --cache "$cache"

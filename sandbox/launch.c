@@ -6,7 +6,8 @@
  *   launcher (host, root)  makes the cgroups and output pipes, clones the
  *       init into new user, mount, pid, net, ipc and uts namespaces, writes
  *       its id maps (inside 0..65535 = host uid_base..), moves it into the
- *       cgroups, makes idmapped read-only mount trees of the rootfs and the
+ *       cgroups, makes idmapped read-only mount trees of the rootfs (a
+ *       directory or the node's shared mount of an image) and the
  *       binds, and hands them over a socket; then copies output (up to the
  *       cap) and enforces the wall clock, until the init is gone.
  *   init (pid 1 inside)  takes root inside, unshares the cgroup namespace

@@ -5,8 +5,10 @@
  *
  *   /tmp (of the old root, private to this mount namespace)
  *     tmpfs named after the sandbox, size-limited: lower/ (the root filesystem, an idmapped
- *     read-only mount made by the launcher), upper/, work/, root/ (the
- *     overlay that becomes /)
+ *     read-only mount made by the launcher of a directory or of the node's
+ *     shared FUSE mount of an image: sandbox.h says why idmapped),
+ *     upper/, work/, root/ (the overlay that becomes /; overlay over a FUSE
+ *     lower layer works here because the mount has allow_other)
  *   root/proc        a fresh proc of the sandbox's pid namespace, mounted
  *                    while the host's is still visible (the kernel requires
  *                    a fully visible proc to mount one in a user namespace);

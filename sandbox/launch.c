@@ -180,6 +180,12 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 		log_errno(-errno, "become root in the user namespace");
 		_exit(SETUP_FAILED);
 	}
+	/* Changing ids clears the parent-death signal: set it again, then make
+	 * sure the launcher did not die in between (its end of the socket
+	 * closes with it). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (poll(&(struct pollfd){ c->sock, POLLRDHUP, 0 }, 1, 0) != 0)
+		_exit(SETUP_FAILED);
 	if (unshare(CLONE_NEWCGROUP) < 0) {
 		log_errno(-errno, "cgroup namespace");
 		_exit(SETUP_FAILED);

@@ -14,6 +14,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
@@ -185,7 +186,7 @@ static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg
 	return 0;
 }
 
-int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cgroups *cg)
+int cgroups_resolve(const struct sandbox *sb, const char *name, struct sandbox_cgroups *cg)
 {
 	_cleanup_free_ char *v2own = NULL;
 	char v2root[64] = "", path[PATH_MAX];
@@ -228,7 +229,7 @@ int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cg
 			if (needed[i]) {
 				r = log_error(-EOPNOTSUPP, "no %s cgroup controller (v1 or delegated v2) "
 				              "for the %s limit", ctrl_name[i], ctrl_name[i]);
-				goto fail_nodirs;
+				goto fail;
 			}
 			continue;
 		}
@@ -237,6 +238,18 @@ int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cg
 			goto nomem;
 		}
 	}
+	return 0;
+nomem:
+	r = -ENOMEM;
+fail:
+	cgroups_forget(cg);
+	return r;
+}
+
+int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg)
+{
+	int r;
+
 	for (int i = 0; i < CG_COUNT; i++) {
 		if (!cg->path[i] || seen_before(cg, i))
 			continue;
@@ -246,7 +259,8 @@ int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cg
 			for (int j = i - 1; j >= 0; j--)
 				if (cg->path[j] && !seen_before(cg, j))
 					rmdir(cg->path[j]);
-			goto fail_nodirs;
+			cgroups_forget(cg);
+			return r;
 		}
 	}
 	r = set_limits(sb, cg);
@@ -255,14 +269,6 @@ int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cg
 		return r;
 	}
 	return 0;
-nomem:
-	r = -ENOMEM;
-fail_nodirs:
-	for (int i = 0; i < CG_COUNT; i++) {
-		free(cg->path[i]);
-		cg->path[i] = NULL;
-	}
-	return r;
 }
 
 int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid)
@@ -309,27 +315,65 @@ double cgroups_cpu_seconds(const struct sandbox_cgroups *cg)
 	return (double)read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") / 1e6;
 }
 
-void cgroups_destroy(struct sandbox_cgroups *cg)
+/* Kill what is left in the cgroup at path: cgroup.kill where the kernel has
+ * it (cgroup2), else SIGKILL to every pid cgroup.procs lists, until it lists
+ * none (a process may fork while the list is read; bounded by 100 passes). */
+static void kill_members(const char *path)
 {
-	for (int i = CG_COUNT - 1; i >= 0; i--) {
-		if (!cg->path[i])
-			continue;
-		if (!seen_before(cg, i)) {
-			/* The last process may still be leaving the cgroup for a moment
-			 * after it was reaped: retry EBUSY for up to a second. */
-			for (int tries = 0; rmdir(cg->path[i]) < 0; tries++) {
-				struct timespec ts = { 0, 2 * 1000 * 1000 };
+	char file[PATH_MAX];
 
-				if (errno != EBUSY || tries >= 500) {
-					log_errno(-errno, "remove cgroup '%s'", cg->path[i]);
-					break;
-				}
-				nanosleep(&ts, NULL);
-			}
+	if (write_attr(path, "cgroup.kill", "1") == 0)
+		return;
+	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
+	for (int pass = 0; pass < 100; pass++) {
+		_cleanup_fclose_ FILE *f = fopen(file, "re");
+		unsigned long pid;
+		bool any = false;
+
+		if (!f)
+			return;
+		while (fscanf(f, "%lu", &pid) == 1) {
+			kill((pid_t)pid, SIGKILL);
+			any = true;
 		}
+		if (!any)
+			return;
 	}
+}
+
+int cgroup_remove(const char *path, bool kill_first)
+{
+	if (kill_first)
+		kill_members(path);
+	/* The last process may still be leaving the cgroup for a moment after it
+	 * was reaped (or killed): retry EBUSY for up to a second. */
+	for (int tries = 0; rmdir(path) < 0; tries++) {
+		struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || tries >= 500)
+			return log_errno(-errno, "remove cgroup '%s'", path);
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+void cgroups_forget(struct sandbox_cgroups *cg)
+{
 	for (int i = 0; i < CG_COUNT; i++) {
 		free(cg->path[i]);
 		cg->path[i] = NULL;
 	}
+}
+
+int cgroups_destroy(struct sandbox_cgroups *cg)
+{
+	int r = 0;
+
+	for (int i = CG_COUNT - 1; i >= 0; i--)
+		if (cg->path[i] && !seen_before(cg, i) && cgroup_remove(cg->path[i], false) < 0)
+			r = -EBUSY;
+	cgroups_forget(cg);
+	return r;
 }

@@ -417,12 +417,13 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 {
 	struct sandbox_cgroups cg;
 	struct net_state net = NET_STATE_INIT;
+	struct launch_record rec = LAUNCH_RECORD_INIT;
 	_cleanup_close_ int sigfd = -1, pidfd = -1;
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, sp[2] = { -1, -1 }, rd[2];
 	struct clone_args ca = { 0 };
 	struct watch w = { .sb = sb, .pidfd = -1 };
 	struct msg m;
-	bool ready = false, have_status = false;
+	bool ready = false, have_status = false, cg_left = false;
 	int status = 0, wst = 0, r;
 	struct rusage ru;
 	sigset_t mask, old;
@@ -451,7 +452,18 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		r = log_errno(-errno, "run: pipes");
 		goto close_all;
 	}
-	r = cgroups_create(sb, name, &cg);
+	sandbox_gc_maybe();
+	r = launch_record_open(name, &rec);
+	if (r < 0)
+		goto close_all;
+	r = cgroups_resolve(sb, name, &cg);
+	if (r == 0) {
+		r = launch_record_add(&rec, &cg);
+		if (r < 0)
+			cgroups_forget(&cg);
+	}
+	if (r == 0)
+		r = cgroups_make(sb, &cg);
 	if (r < 0)
 		goto close_all;
 
@@ -471,7 +483,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 	if (pid < 0) {
 		r = log_errno(-errno, "run: clone the sandbox");
-		cgroups_destroy(&cg);
+		cg_left = cgroups_destroy(&cg) < 0;
 		goto restore;
 	}
 	if (pid == 0) {
@@ -516,7 +528,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	if (!w.killed && cgroups_oom_killed(&cg))
 		w.killed_by = SANDBOX_KILL_MEMORY;
 	netpolicy_teardown(&net);
-	cgroups_destroy(&cg);
+	cg_left = cgroups_destroy(&cg) < 0;
 
 	if (r == 0 && !ready && !w.killed) {
 		/* The init printed why on stderr. */
@@ -536,6 +548,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 restore:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 close_all:
+	launch_record_close(&rec, !cg_left);
 	for (int i = 0; i < 2; i++) {
 		close_fd(&out[i]);
 		close_fd(&err[i]);

@@ -102,10 +102,13 @@ struct sandbox_cgroups {
 	bool v2[CG_COUNT];
 };
 
-/* Create the sandbox's cgroups under the launcher's own, named name, and
- * write the limits of sb.  A limit with no controller to enforce it is an
- * error; on failure nothing is left. */
-int cgroups_create(const struct sandbox *sb, const char *name, struct sandbox_cgroups *cg);
+/* The paths of the sandbox's cgroups: one named name under the launcher's own
+ * cgroup in each hierarchy it needs; nothing is made yet.  A limit with no
+ * controller to enforce it is an error (logged). */
+int cgroups_resolve(const struct sandbox *sb, const char *name, struct sandbox_cgroups *cg);
+/* Make the directories cgroups_resolve named and write the limits of sb.  On
+ * failure nothing is left and the paths are freed. */
+int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg);
 /* Move pid into every cgroup of cg. */
 int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid);
 /* Counters read while the sandbox runs and after it ends. */
@@ -114,8 +117,37 @@ bool cgroups_pids_hit(const struct sandbox_cgroups *cg);
 uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg);
 /* CPU time in seconds, or a negative value when no hierarchy counts it. */
 double cgroups_cpu_seconds(const struct sandbox_cgroups *cg);
-/* Remove every directory (they must be empty of processes); frees paths. */
-void cgroups_destroy(struct sandbox_cgroups *cg);
+/* Remove every directory (they must be empty of processes); frees paths.
+ * -EBUSY (logged) when one could not be removed. */
+int cgroups_destroy(struct sandbox_cgroups *cg);
+/* Free the paths only. */
+void cgroups_forget(struct sandbox_cgroups *cg);
+/* Remove one cgroup directory, first killing what is still in it when
+ * kill_first; waits up to a second for the last process to leave.  A
+ * directory that is already gone is success. */
+int cgroup_remove(const char *path, bool kill_first);
+
+/* ---- launcher records (gc.c) --------------------------------------------- */
+
+/* The launcher's claim on its sandbox's name, held locked while it lives. */
+struct launch_record {
+	int fd;
+	char *path;
+};
+#define LAUNCH_RECORD_INIT { -1, NULL }
+
+/* Claim name: create and lock /run/lazyroot/launchers/NAME, first removing
+ * what a dead launcher of the same name left.  -EBUSY (logged) when a live
+ * launcher holds the name. */
+int launch_record_open(const char *name, struct launch_record *rec);
+/* List the cgroups of cg in the record; call before making them. */
+int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg);
+/* Close the record, and remove it when what it lists is gone (remove);
+ * otherwise it stays for `lazyroot gc`.  Safe on an unopened one. */
+void launch_record_close(struct launch_record *rec, bool remove);
+/* sandbox_gc, quietly and at most once every few seconds per host (one stat
+ * otherwise): the start of every run calls it. */
+void sandbox_gc_maybe(void);
 
 /* ---- the filesystem (setup.c) ------------------------------------------- */
 

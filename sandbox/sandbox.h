@@ -103,4 +103,21 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
  * (no such running sandbox), -EINVAL (no such stage), -EPERM (loosening). */
 int sandbox_stage_switch(const char *name, const char *stage, char **ret_current);
 
+/* What sandbox_gc found. */
+struct sandbox_gc_result {
+	unsigned removed;       /* sandboxes of dead launchers, now gone */
+	unsigned live;          /* sandboxes whose launcher still runs (left alone) */
+	unsigned failed;        /* left behind something that could not be removed */
+};
+
+/* Remove what sandboxes whose launcher died without cleaning up (SIGKILL, a
+ * crash) left on this host: kill any process still in their cgroups, remove
+ * the cgroups (v1 and v2), their runtime state and the launcher's record.
+ * Sandboxes of running launchers are left alone.  removed (may be NULL) is
+ * called with each removed sandbox's name.  Returns 0, or -EBUSY (logged per
+ * item) when something could not be removed; *ret (may be NULL) is filled
+ * either way.  Needs root. */
+int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
+               struct sandbox_gc_result *ret);
+
 #endif

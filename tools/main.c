@@ -14,6 +14,7 @@ static const struct command {
 	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
 	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },
+	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
 };
 
 static void usage(FILE *f)

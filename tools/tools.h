@@ -12,6 +12,7 @@ int cmd_umount(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 /* The store URL: the --store value if given, else $LAZYROOT_STORE, else the
  * embedded default. */

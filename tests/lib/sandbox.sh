@@ -11,8 +11,8 @@
 #                                    programs bound read-only at /lr; with SB_EXEC=1 it execs
 #                                    (so that `SB_EXEC=1 sb_run ... &` makes $! the launcher)
 #   attack [RUN OPTIONS] -- NAME ARGS...   run tests/sandbox/attack NAME in a sandbox
-#   sb_no_leftovers                  no process in the id range, no cgroup and no mount namespace
-#                                    holding a tmpfs of this test's sandboxes
+#   sb_no_leftovers                  no process in the id range, no cgroup, no launcher record and
+#                                    no mount namespace holding a tmpfs of this test's sandboxes
 #   json_field FILE KEY              a field of a --json report (python3)
 need_root
 need_cmd python3 ps
@@ -40,26 +40,32 @@ attack() {
 	sb_run "${opts[@]}" -- /lr/attack "$HOST_PIDNS" "$@"
 }
 
+SB_RECORDS=/run/lazyroot/launchers
+
 sb_no_leftovers() {
-	local procs cgroups mounts
-	procs=$(ps -e -o pid=,uid=,args= |
-		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '$2 >= lo && $2 < hi')
+	local procs cgroups mounts records
+	procs=$(ps -e -o pid=,uid=,stat=,args= |
+		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '$2 >= lo && $2 < hi && $3 !~ /^Z/')
 	cgroups=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$SB_NAME-*" 2>/dev/null || true)
 	mounts=$(grep -l -- "$SB_NAME-" /proc/[0-9]*/mountinfo 2>/dev/null || true)
+	records=$(find "$SB_RECORDS" -maxdepth 1 -name "$SB_NAME-*" 2>/dev/null || true)
 	[ -z "$procs" ] || log "left behind: processes: $procs"
 	[ -z "$cgroups" ] || log "left behind: cgroups: $cgroups"
 	[ -z "$mounts" ] || log "left behind: mounts seen by: $mounts"
-	[ -z "$procs$cgroups$mounts" ]
+	[ -z "$records" ] || log "left behind: launcher records: $records"
+	[ -z "$procs$cgroups$mounts$records" ]
 }
 
 json_field() {
 	python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print("null" if v is None else str(v).lower() if isinstance(v, bool) else v)' "$1" "$2"
 }
 
-# Whatever happens, remove cgroups this test's sandboxes may have left (a launcher killed by
-# SIGKILL cannot remove its own).
+# Whatever happens, remove cgroups and launcher records this test's sandboxes may have left (a
+# launcher killed by SIGKILL cannot remove its own; `lazyroot gc` would, but a failed test must
+# not depend on it).
 _sb_cleanup() {
 	find /sys/fs/cgroup -maxdepth 8 -depth -type d -name "$SB_NAME-*" -exec rmdir {} + 2>/dev/null
+	rm -f "$SB_RECORDS/$SB_NAME-"* 2>/dev/null
 	return 0
 }
 cleanup_add _sb_cleanup

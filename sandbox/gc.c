@@ -1,0 +1,270 @@
+/*
+ * gc.c — what a launcher leaves behind when it dies without cleaning up
+ * (SIGKILL, OOM kill, a crash), and the collector that removes it.
+ *
+ * Each launcher claims its sandbox's name with a record,
+ * /run/lazyroot/launchers/NAME, which it holds locked (flock) for as long as
+ * it lives and in which it lists the cgroup directories before it makes
+ * them.  A record that can be locked therefore belongs to a dead launcher:
+ * the collector kills whatever is still in the listed cgroups (cgroup.kill,
+ * or SIGKILL to each pid of cgroup.procs on v1), removes them, removes the
+ * sandbox's runtime state directory (/run/lazyroot/sandboxes/NAME) if any,
+ * and last the record.  Everything else of a sandbox dies with its
+ * processes: the init dies with the launcher (PR_SET_PDEATHSIG) and takes its
+ * pid namespace along, mounts live only in the sandbox's mount namespace,
+ * BPF links and maps only in the launcher's descriptors, and the veth pair
+ * with the network namespace.
+ *
+ * Races: a record is removed only by whoever holds its lock, and only if the
+ * locked file is still the one at its path (a collector and a new launcher of
+ * the same name may both have opened it).  `lazyroot run` collects at most
+ * once every GC_INTERVAL seconds (the mtime of RECORD_DIR/.gc), so that a
+ * launch costs one stat, not a scan.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox-internal.h"
+
+#define RUN_DIR "/run/lazyroot"
+#define RECORD_DIR RUN_DIR "/launchers"
+#define STATE_DIR RUN_DIR "/sandboxes"
+#define STAMP ".gc"
+#define GC_INTERVAL 10   /* seconds between the collections `lazyroot run` makes */
+#define RECORD_MAX 8192
+
+/* Is path one that a launcher of this name would make: a directory named
+ * name somewhere under /sys/fs/cgroup, without dot-dot components? */
+static bool cgroup_path_ok(const char *path, const char *name)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strncmp(path, "/sys/fs/cgroup/", 15) && !strstr(path, "/../") &&
+	       !strstr(path, "/./") && base && !strcmp(base + 1, name);
+}
+
+static void remove_state_dir(const char *name)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int dfd = -1;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), STATE_DIR "/%s", name);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	d = fdopendir(dfd);
+	if (!d)
+		return;
+	dfd = -1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	if (rmdir(path) < 0 && errno != ENOENT)
+		log_errno(-errno, "gc: remove '%s'", path);
+}
+
+/* Remove what the record in fd (locked by the caller) lists.  0 when all of
+ * it is gone. */
+static int clean_record(int fd, const char *name)
+{
+	char buf[RECORD_MAX + 1];
+	ssize_t n = pread(fd, buf, RECORD_MAX, 0);
+	int r = 0;
+
+	if (n < 0)
+		return log_errno(-errno, "gc: read the record of '%s'", name);
+	buf[n] = '\0';
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "cgroup ", 7))
+			continue;
+		if (!cgroup_path_ok(l + 7, name)) {
+			log_error(-EINVAL, "gc: record of '%s' names '%s', not its cgroup; left alone",
+			          name, l + 7);
+			continue;
+		}
+		if (cgroup_remove(l + 7, true) < 0)
+			r = -EBUSY;
+	}
+	remove_state_dir(name);
+	return r;
+}
+
+/* Lock the record at dfd/name if no launcher holds it and it is still the
+ * file at that path.  Returns the locked fd, -EBUSY for a live launcher's,
+ * -ENOENT when it went away meanwhile. */
+static int lock_record(int dfd, const char *name, bool create)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		_cleanup_close_ int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC |
+		                                (create ? O_CREAT : 0), 0600);
+		struct stat a, b;
+
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+		if (fstat(fd, &a) < 0)
+			return -errno;
+		if (fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+		    a.st_dev == b.st_dev)
+			return TAKE_FD(fd);
+		if (!create)
+			return -ENOENT;   /* removed (or replaced) by someone else */
+	}
+	return -EAGAIN;
+}
+
+static int open_record_dir(bool create)
+{
+	int fd = open(RECORD_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 && errno == ENOENT && create) {
+		int r = mkdir_p(RECORD_DIR, 0755);
+
+		if (r < 0)
+			return log_errno(r, "launcher record directory '%s'", RECORD_DIR);
+		fd = open(RECORD_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+int launch_record_open(const char *name, struct launch_record *rec)
+{
+	_cleanup_close_ int dfd = open_record_dir(true);
+	char head[64];
+	struct stat st;
+	int fd, r;
+
+	if (dfd < 0)
+		return log_errno(dfd, "launcher record directory '%s'", RECORD_DIR);
+	fd = lock_record(dfd, name, true);
+	if (fd == -EBUSY)
+		return log_error(-EBUSY, "sandbox name '%s' is in use by a running launcher", name);
+	if (fd < 0)
+		return log_errno(fd, "launcher record '%s/%s'", RECORD_DIR, name);
+	rec->fd = fd;
+	if (asprintf(&rec->path, RECORD_DIR "/%s", name) < 0) {
+		rec->path = NULL;
+		launch_record_close(rec, true);
+		return -ENOMEM;
+	}
+	/* Left by a dead launcher of the same name: its cgroups would be in the way. */
+	if (fstat(fd, &st) == 0 && st.st_size > 0) {
+		r = clean_record(fd, name);
+		if (r < 0) {
+			launch_record_close(rec, true);
+			return log_error(r, "sandbox name '%s': what a dead launcher left cannot be "
+			                 "removed", name);
+		}
+	}
+	snprintf(head, sizeof(head), "lazyroot launcher %d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, head, strlen(head), 0) < 0) {
+		r = log_errno(-errno, "launcher record '%s'", rec->path);
+		launch_record_close(rec, true);
+		return r;
+	}
+	return 0;
+}
+
+int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct stat st;
+
+	for (int i = 0; i < CG_COUNT; i++) {
+		bool dup = false;
+
+		for (int j = 0; j < i && cg->path[i]; j++)
+			dup = dup || (cg->path[j] && !strcmp(cg->path[j], cg->path[i]));
+		if (cg->path[i] && !dup && buf_printf(&b, "cgroup %s\n", cg->path[i]) < 0)
+			return -ENOMEM;
+	}
+	if (fstat(rec->fd, &st) < 0 || pwrite(rec->fd, b.data, b.len, st.st_size) != (ssize_t)b.len)
+		return log_errno(errno ? -errno : -EIO, "launcher record '%s'", rec->path);
+	return 0;
+}
+
+void launch_record_close(struct launch_record *rec, bool remove)
+{
+	if (remove && rec->path && rec->fd >= 0)
+		unlink(rec->path);   /* while still locked: a collector never sees it unlocked */
+	if (rec->fd >= 0)
+		close(rec->fd);
+	rec->fd = -1;
+	free(rec->path);
+	rec->path = NULL;
+}
+
+int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
+               struct sandbox_gc_result *ret)
+{
+	_cleanup_close_ int dfd = open_record_dir(false);
+	struct sandbox_gc_result res = { 0 };
+	DIR *d;
+	struct dirent *e;
+
+	if (dfd == -ENOENT)
+		goto out;   /* no launcher ever ran here */
+	if (dfd < 0)
+		return log_errno(dfd, "gc: '%s'", RECORD_DIR);
+	d = fdopendir(dfd);
+	if (!d)
+		return log_errno(-errno, "gc: '%s'", RECORD_DIR);
+	dfd = -1;
+	while ((e = readdir(d))) {
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		fd = lock_record(dirfd(d), e->d_name, false);
+		if (fd == -EBUSY) {
+			res.live++;
+			continue;
+		}
+		if (fd < 0)
+			continue;
+		if (clean_record(fd, e->d_name) == 0) {
+			unlinkat(dirfd(d), e->d_name, 0);
+			res.removed++;
+			if (removed)
+				removed(e->d_name, ud);
+		} else {
+			res.failed++;
+		}
+		close(fd);
+	}
+	closedir(d);
+out:
+	if (ret)
+		*ret = res;
+	return res.failed ? -EBUSY : 0;
+}
+
+void sandbox_gc_maybe(void)
+{
+	_cleanup_close_ int dfd = open_record_dir(false);
+	struct timespec now;
+	struct stat st;
+	int fd;
+
+	if (dfd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (fstatat(dfd, STAMP, &st, 0) == 0 && now.tv_sec - st.st_mtim.tv_sec < GC_INTERVAL &&
+	    st.st_mtim.tv_sec <= now.tv_sec)
+		return;
+	fd = openat(dfd, STAMP, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	futimens(fd, NULL);
+	close(fd);
+	(void)sandbox_gc(NULL, NULL, NULL);
+}

@@ -1,0 +1,76 @@
+/* gc.c — `lazyroot gc`: remove what sandboxes of dead launchers left behind. */
+#include <getopt.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox.h"
+#include "tools/tools.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot gc [--json]\n"
+	        "\n"
+	        "Remove what sandboxes left on this host when their launcher (`lazyroot run`)\n"
+	        "died without cleaning up, e.g. by SIGKILL: processes still in their cgroups\n"
+	        "are killed, then the cgroups (v1 and v2), the sandbox's runtime state and\n"
+	        "the launcher's record under /run/lazyroot are removed.  Sandboxes whose\n"
+	        "launcher still runs are left alone.  `lazyroot run` does the same for stale\n"
+	        "entries at most every 10 seconds.  Needs root.\n"
+	        "\n"
+	        "  --json      print {\"removed\":[NAME...],\"live\":N,\"failed\":N}\n"
+	        "  -h, --help  this text\n"
+	        "\n"
+	        "Without --json, prints the name of each removed sandbox.  Exit status 1\n"
+	        "when something could not be removed (the message says what).\n");
+}
+
+struct names {
+	bool json;
+	unsigned n;
+};
+
+static void print_removed(const char *name, void *ud)
+{
+	struct names *nm = ud;
+
+	if (nm->json)
+		printf("%s\"%s\"", nm->n ? "," : "", name);   /* names are [A-Za-z0-9._-] */
+	else
+		printf("removed %s\n", name);
+	nm->n++;
+}
+
+int cmd_gc(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct names nm = { 0 };
+	struct sandbox_gc_result res;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': nm.json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		log_error(-EINVAL, "gc: unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (geteuid() != 0) {
+		log_error(-EPERM, "gc: needs root (cgroups, /run/lazyroot)");
+		return 1;
+	}
+	if (nm.json)
+		printf("{\"removed\":[");
+	r = sandbox_gc(print_removed, &nm, &res);
+	if (nm.json)
+		printf("],\"live\":%u,\"failed\":%u}\n", res.live, res.failed);
+	return r < 0 ? 1 : 0;
+}

@@ -271,7 +271,7 @@ int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg)
 	return 0;
 }
 
-int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid)
+int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 {
 	char v[32];
 	int r;
@@ -280,6 +280,8 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid)
 	for (int i = 0; i < CG_COUNT; i++) {
 		if (!cg->path[i] || seen_before(cg, i))
 			continue;
+		if (in_unified && cg->v2[i])
+			continue;   /* cloned into it: CLONE_INTO_CGROUP */
 		r = write_attr(cg->path[i], "cgroup.procs", v);
 		if (r < 0)
 			return log_errno(r, "cgroup '%s': move the sandbox in", cg->path[i]);

@@ -109,8 +109,12 @@ int cgroups_resolve(const struct sandbox *sb, const char *name, struct sandbox_c
 /* Make the directories cgroups_resolve named and write the limits of sb.  On
  * failure nothing is left and the paths are freed. */
 int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg);
-/* Move pid into every cgroup of cg. */
-int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid);
+/* Move pid into every cgroup of cg; with in_unified, pid already sits in the
+ * cgroup2 directory (cloned into it), so only v1 hierarchies are written.
+ * Each cgroup.procs write takes the kernel's cgroup_threadgroup_rwsem for
+ * writing, which waits for an RCU grace period (~5-15 ms here) unless another
+ * write came shortly before or the cgroup2 mount has favordynmods. */
+int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified);
 /* Counters read while the sandbox runs and after it ends. */
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg);
 bool cgroups_pids_hit(const struct sandbox_cgroups *cg);

@@ -454,6 +454,7 @@ static bool addr_in(const struct sandbox_addr *a, const struct sandbox_addr *lis
 
 /* ---- the state file ----------------------------------------------------- */
 
+/* The start time of pid (field 22 of its stat), 0 when it is gone or a zombie. */
 static uint64_t start_time(pid_t pid)
 {
 	char path[64];
@@ -465,6 +466,9 @@ static uint64_t start_time(pid_t pid)
 	if (read_file(path, 4096, &b) < 0 || !b.len)
 		return 0;
 	p = strrchr((char *)b.data, ')');
+	/* A zombie (its launcher died) runs nothing any more. */
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+		return 0;
 	/* Field 22 is the start time; p is at the end of field 2. */
 	for (int field = 2; p && field < 22; field++)
 		p = strchr(p + 1, ' ');

@@ -66,3 +66,27 @@ check attack "${pol[@]}" --stage solve -- reach "gw:$mirror" "ok:gw:$service" re
 check attack "${pol[@]}" --stage grade -- reach "fail:gw:$service" noread:/solutions/answer noread:/etc/hostname
 check_status 125 sb_run "${pol[@]}" --stage nosuch -- true
 check sb_no_leftovers
+
+# A launcher killed with SIGKILL: the programs go with its descriptors, the veth with the
+# sandbox's network namespace; the state file stays behind, and is known to be stale. (Its
+# cgroups stay too until a later gc: sandbox_teardown.sh covers that; the cleanup removes them.)
+sb_start killed "${pol[@]}" -- /lr/attack "$HOST_PIDNS" reach -
+name=$SB_LAST
+cleanup_add rm -rf "/run/lazyroot/sandboxes/$name"
+progs=$(bpf_progs "$name")
+check test "$(wc -w <<<"$progs")" = 4
+veth=$(cd /sys/class/net && ls -d "lr$(printf %x "$SB_PID")."*)
+kill -KILL "$SB_PID"
+wait "$SB_PID" || true
+exec 7<&- 8>&-
+gone() {
+	local i
+	for i in $(seq 100); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+check gone no_bpf_left $progs
+check gone test ! -e "/sys/class/net/$veth"
+check_status 1 "$LAZYROOT" policy "$name" --stage grade

@@ -505,6 +505,10 @@ static int tcp_connect(const struct sockaddr_in *sa)
  *   fail:ADDR:PORT      a TCP connect must fail, with any error
  *   scan:ADDR:LO-HI:N   connecting to every port LO..HI finds exactly port N
  *                       open (0: none)
+ *   kill:PID            SIGKILL to PID (a process the test put into this pid
+ *                       namespace from outside the sandbox, as the sandbox's
+ *                       own uid) must fail with EPERM and PID stay alive
+ *   abstract:NAME       connecting to the abstract unix socket @NAME must fail
  *   read:PATH           PATH must open for reading
  *   noread:PATH         PATH must not open for reading
  * ADDR is dotted IPv4 or "gw" (the host side of the veth; without one, an
@@ -518,6 +522,27 @@ static void reach_one(char *item)
 	long r;
 
 	snprintf(copy, sizeof(copy), "%s", item);
+	if (!strncmp(item, "kill:", 5)) {
+		pid_t pid = (pid_t)atoi(item + 5);
+
+		snprintf(what, sizeof(what), "signal pid %d outside the sandbox's Landlock domain", (int)pid);
+		expect_errno(pid > 1 ? kill(pid, SIGKILL) : 0, EPERM, what);
+		result(kill(pid, 0) < 0 && errno == EPERM, "it is still there", 0);
+		return;
+	}
+	if (!strncmp(item, "abstract:", 9)) {
+		struct sockaddr_un un = { .sun_family = AF_UNIX };
+		size_t n = strnlen(item + 9, sizeof(un.sun_path) - 1);
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		memcpy(un.sun_path + 1, item + 9, n);
+		r = connect(s, (struct sockaddr *)&un,
+		            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
+		snprintf(what, sizeof(what), "connect to abstract socket @%s", item + 9);
+		expect_fail(r, what);
+		close(s);
+		return;
+	}
 	if (!strncmp(item, "read:", 5) || !strncmp(item, "noread:", 7)) {
 		int fd = open(strchr(item, ':') + 1, O_RDONLY);
 
@@ -620,49 +645,6 @@ static void attack_reach(int argc, char **argv)
 	}
 }
 
-/* ---- scoping: signals and abstract unix sockets outside the sandbox ----- */
-
-/* Connect to each @NAME abstract unix socket: all must fail. */
-static void attack_abstract(int argc, char **argv)
-{
-	char what[256];
-
-	for (int i = 0; i < argc; i++) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		size_t n = strlen(argv[i]);
-		int s = socket(AF_UNIX, SOCK_STREAM, 0);
-		long r;
-
-		if (n > sizeof(sa.sun_path) - 1)
-			n = sizeof(sa.sun_path) - 1;
-		memcpy(sa.sun_path + 1, argv[i], n);
-		r = connect(s, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
-		snprintf(what, sizeof(what), "connect to abstract socket @%s", argv[i]);
-		expect_fail(r, what);
-		close(s);
-	}
-}
-
-/* Read "PID" lines from stdin (processes the test put in this pid namespace
- * from outside the sandbox's Landlock domain) and signal each: EPERM. */
-static void attack_scoped_signal(void)
-{
-	char line[64], what[128];
-
-	printf("ready\n");
-	while (fgets(line, sizeof(line), stdin)) {
-		pid_t pid = (pid_t)atoi(line);
-
-		if (pid <= 1)
-			break;
-		snprintf(what, sizeof(what), "signal pid %d outside the Landlock domain", (int)pid);
-		expect_errno(kill(pid, SIGKILL), EPERM, what);
-		snprintf(what, sizeof(what), "pid %d is still alive", (int)pid);
-		result(kill(pid, 0) < 0 && errno == EPERM, what, 0);
-		printf("done\n");
-	}
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -691,10 +673,6 @@ int main(int argc, char **argv)
 		attack_uring(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "reach"))
 		attack_reach(argc - 3, argv + 3);
-	else if (!strcmp(argv[2], "abstract"))
-		attack_abstract(argc - 3, argv + 3);
-	else if (!strcmp(argv[2], "scoped-signal"))
-		attack_scoped_signal();
 	else if (!strcmp(argv[2], "fill") && argc == 4)
 		attack_fill(argv[3]);
 	else {

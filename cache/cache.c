@@ -571,14 +571,14 @@ static void verify_read_cb(void *ud, int res)
 	flight_free(f);
 }
 
-static void verify_start(struct flight *f)
+static void verify_open_cb(void *ud, int res)
 {
+	struct flight *f = ud;
 	struct cache *c = f->c;
 	struct stat st;
 	int r;
 
-	f->fd = openat(c->chunks_fd, f->rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (f->fd < 0) {
+	if (res < 0) {
 		/* evicted by another daemon since the scan: fetch it */
 		struct centry *e = entry_find(c, f->ch.name);
 
@@ -587,11 +587,26 @@ static void verify_start(struct flight *f)
 		flight_to_fetch(f);
 		return;
 	}
+	f->fd = res;
 	if (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size != f->ch.size) {
 		verify_failed(f);
 		return;
 	}
 	r = loop_read(c->loop, f->fd, f->data, f->ch.size, 0, verify_read_cb, f);
+	if (r < 0)
+		flight_fail(f, r);
+}
+
+/* Open through the ring: with cold directory and inode caches (a new daemon
+ * after a reboot or a dropped cache) an open waits for the disk, and the
+ * opens of a sequential reader's chunks then overlap instead of stalling the
+ * loop one after the other. */
+static void verify_start(struct flight *f)
+{
+	int r;
+
+	r = loop_openat(f->c->loop, f->c->chunks_fd, f->rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0,
+	                verify_open_cb, f);
 	if (r < 0)
 		flight_fail_later(f, r);
 }
@@ -1004,7 +1019,8 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 }
 
 static int cache_request(struct cache *c, struct store *s, const struct cache_chunk *ch,
-                         uint32_t off, uint32_t len, void *dst, int image, cache_cb cb, void *ud)
+                         uint32_t off, uint32_t len, void *dst, int image, bool warm,
+                         cache_cb cb, void *ud)
 {
 	struct waiter tmp = { NULL, dst, off, len, image, cb, ud }, *w;
 	struct centry *e;
@@ -1029,7 +1045,8 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 		LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
 		return complete_later(c, cb, ud, dst ? (int)len : 0);
 	}
-	if (e && e->on_disk && (e->verified || !dst)) {
+	/* a read-ahead of an unverified chunk file verifies it (below) */
+	if (e && e->on_disk && (e->verified || (!dst && !warm))) {
 		if (!dst) {
 			/* a prefetch of a chunk on disk: nothing to do */
 			entry_touch(c, e);
@@ -1059,13 +1076,19 @@ int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, u
 {
 	if (!dst)
 		return -EINVAL;
-	return cache_request(c, s, ch, off, len, dst, image, cb, ud);
+	return cache_request(c, s, ch, off, len, dst, image, false, cb, ud);
 }
 
 int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
                    cache_cb cb, void *ud)
 {
-	return cache_request(c, s, ch, 0, 0, NULL, image, cb, ud);
+	return cache_request(c, s, ch, 0, 0, NULL, image, false, cb, ud);
+}
+
+int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
+                    cache_cb cb, void *ud)
+{
+	return cache_request(c, s, ch, 0, 0, NULL, image, true, cb, ud);
 }
 
 /* ---- images ---------------------------------------------------------------- */

@@ -78,6 +78,12 @@ int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, u
  * read-ahead and `lazyroot cache prefetch`; cb gets 0 or -errno. */
 int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
                    cache_cb cb, void *ud);
+/* cache_prefetch() for a sequential reader: a chunk on disk that this daemon
+ * has not verified yet (found by the scan at open) is read and hashed now, so
+ * that the reads that follow find it verified instead of each waiting for its
+ * own verification in turn.  cb gets 0 or -errno. */
+int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
+                    cache_cb cb, void *ud);
 
 /* Register a mounted image for per-image counters: its index name (hex), its
  * size in chunk bytes and the mountpoint.  Returns a slot, or -ENOSPC when all

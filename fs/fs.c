@@ -505,7 +505,7 @@ static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_stream *st, uint6
 		if (image_chunk(img, ex.chunk, &ic) < 0)
 			break;
 		to_cache_chunk(&ic, &cc);
-		if (cache_prefetch(f->p.cache, f->p.store, &cc, f->slot, prefetch_done, NULL) < 0)
+		if (cache_readahead(f->p.cache, f->p.store, &cc, f->slot, prefetch_done, NULL) < 0)
 			break;
 		st->prefetched_to = ex.file_off + ex.len;
 	}

@@ -463,6 +463,55 @@ static void test_cache__prefetch_then_hit(void **state)
 	cache_free(c);
 }
 
+/* A read-ahead verifies chunk files an earlier daemon left (a plain prefetch
+ * leaves them to the first read): a flipped file is found and fetched again
+ * before any read of it, a good one is then read without a second check. */
+static void test_cache__readahead_verifies_files_from_disk(void **state)
+{
+	struct cache_chunk ch[2];
+	struct cache *c;
+	const struct cache_stats *st;
+	struct res r[2] = { { 0 } };
+	char path[256];
+	int fd;
+
+	for (unsigned i = 0; i < 2; i++)
+		put_chunk(i, 50000, &ch[i]);
+	c = open_cache(0, 1 << 20);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 0, 100), 100);
+	cache_free(c);
+	chunk_path(&ch[0], path, sizeof(path));
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "\xff", 1, 40000), 1);
+	close(fd);
+
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	assert_int_equal(cache_prefetch(c, store, &ch[0], -1, res_cb, &r[0]), 0);
+	drain();
+	assert_int_equal(r[0].calls, 1);
+	assert_int_equal(st->verify_failures, 0);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(cache_readahead(c, store, &ch[i], -1, res_cb, &r[i]), 0);
+	assert_int_equal(r[1].calls, 0);  /* never from inside the call */
+	drain();
+	assert_int_equal(r[0].calls, 2);
+	assert_int_equal(r[0].res, 0);
+	assert_int_equal(r[1].calls, 1);
+	assert_int_equal(r[1].res, 0);
+	assert_int_equal(st->verify_failures, 1);
+	assert_int_equal(fetches(st), 2 + 1);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 39990, 20), 20);
+	assert_int_equal(st->verify_failures, 1);
+	assert_int_equal(fetches(st), 2 + 1);
+	assert_int_equal(st->hits, 2);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
 static void test_cache__per_image_counters_and_slots(void **state)
 {
 	struct cache_chunk ch[3];
@@ -543,6 +592,8 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__verify_and_trim_commands, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__prefetch_then_hit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__readahead_verifies_files_from_disk, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__per_image_counters_and_slots, setup,
 		                                teardown),
 	};

@@ -85,6 +85,14 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
+# Benchmark helpers (bench/*/*.c): small programs that bench/*/run start.
+BENCH_SRCS = $(wildcard bench/*/*.c)
+BENCH_BINS = $(foreach f,$(BENCH_SRCS),$(BUILD)/bench/$(basename $(notdir $(f))))
+$(BUILD)/bench/%: bench/*/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS)
+
 # Attack programs run inside sandboxes: static (any root filesystem), never sanitized.
 ATTACK_SRCS = $(wildcard tests/sandbox/*.c)
 ATTACK_BINS = $(ATTACK_SRCS:tests/sandbox/%.c=$(BUILD)/tests/sandbox/%)
@@ -93,7 +101,7 @@ $(BUILD)/tests/sandbox/%: tests/sandbox/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -static -o $@ $<
 
-tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS)
+tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS) $(BENCH_BINS)
 
 # The whole suite: unit tests, then integration tests against the real binary.
 test: deps-check-test tests-build
@@ -117,7 +125,7 @@ fuzz:
 		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -close_fd_mask=2 build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
 	done
 
-bench: $(BUILD)/lazyroot
+bench: $(BUILD)/lazyroot $(BENCH_BINS)
 	$(Q)scripts/install-deps bench
 	$(Q)for b in bench/*/run; do BUILD=$(BUILD) $$b || exit 1; done
 
@@ -130,4 +138,4 @@ clean:
 
 .PHONY: all test asan fuzz bench install clean deps-check deps-check-test tests-build
 
--include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d)
+-include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)

@@ -3,7 +3,8 @@
 # proxies" with a network allowlist in force. The sandbox may reach exactly the allowed service
 # on the host (host:PORT, the host side of its veth); another service on the same host address,
 # a service on the host's loopback, the host's own addresses and every other port of a scan are
-# refused (EPERM from the cgroup BPF connect hooks, also for UDP sendto and io_uring connect).
+# refused (EPERM from the cgroup BPF connect hooks, also for UDP sendto, io_uring connect, TCP
+# fast open and IPv4-mapped IPv6).
 # Teardown leaves no BPF program or link, no veth, no state, cgroup, mount or process.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
@@ -15,7 +16,7 @@ serve other 0.0.0.0
 serve loopback 127.0.0.1
 
 items=("ok:gw:$allowed" "gw:$other" "fail:127.0.0.1:$loopback" "udp:gw:$other" "udp:gw:53"
-	"uring:gw:$other" "scan:gw:1-1024:0" "scan:gw:$((allowed - 20))-$((allowed + 20)):$allowed")
+	"uring:gw:$other" "tfo:gw:$other" "v6:gw:$other" "scan:gw:1-1024:0" "scan:gw:$((allowed - 20))-$((allowed + 20)):$allowed")
 for a in $(hostname -I 2>/dev/null); do
 	[[ $a == *.* ]] && items+=("$a:$allowed" "$a:$other")
 done

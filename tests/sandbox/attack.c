@@ -502,6 +502,10 @@ static int tcp_connect(const struct sockaddr_in *sa)
  *   ADDR:PORT           a TCP connect must fail with EPERM (the BPF allowlist)
  *   udp:ADDR:PORT       a UDP sendto must fail with EPERM
  *   uring:ADDR:PORT     a TCP connect through io_uring must fail with EPERM
+ *   tfo:ADDR:PORT       a TCP fast open (sendto with MSG_FASTOPEN) must fail
+ *                       with EPERM
+ *   v6:ADDR:PORT        a TCP connect to ::ffff:ADDR from an IPv6 socket must
+ *                       fail with EPERM
  *   fail:ADDR:PORT      a TCP connect must fail, with any error
  *   scan:ADDR:LO-HI:N   connecting to every port LO..HI finds exactly port N
  *                       open (0: none)
@@ -553,7 +557,8 @@ static void reach_one(char *item)
 			close(fd);
 		return;
 	}
-	if (!strncmp(item, "ok:", 3) || !strncmp(item, "fail:", 5) || !strncmp(item, "udp:", 4) || !strncmp(item, "uring:", 6) ||
+	if (!strncmp(item, "ok:", 3) || !strncmp(item, "fail:", 5) || !strncmp(item, "tfo:", 4) ||
+	    !strncmp(item, "v6:", 3) || !strncmp(item, "udp:", 4) || !strncmp(item, "uring:", 6) ||
 	    !strncmp(item, "scan:", 5)) {
 		kind = item;
 		spec = strchr(item, ':') + 1;
@@ -605,6 +610,23 @@ static void reach_one(char *item)
 
 		r = sendto(s, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa));
 		snprintf(what, sizeof(what), "udp sendto %s refused", spec);
+		expect_errno(r, EPERM, what);
+		close(s);
+	} else if (!strcmp(kind, "tfo")) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+
+		r = sendto(s, "GET", 3, MSG_FASTOPEN, (struct sockaddr *)&sa, sizeof(sa));
+		snprintf(what, sizeof(what), "TCP fast open to %s refused", spec);
+		expect_errno(r, EPERM, what);
+		close(s);
+	} else if (!strcmp(kind, "v6")) {
+		struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_port = sa.sin_port };
+		int s = socket(AF_INET6, SOCK_STREAM, 0);
+
+		sa6.sin6_addr.s6_addr[10] = sa6.sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&sa6.sin6_addr.s6_addr[12], &sa.sin_addr, 4);
+		r = connect(s, (struct sockaddr *)&sa6, sizeof(sa6));
+		snprintf(what, sizeof(what), "IPv6 connect to ::ffff:%s refused", spec);
 		expect_errno(r, EPERM, what);
 		close(s);
 	} else if (!strcmp(kind, "uring")) {

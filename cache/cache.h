@@ -39,6 +39,9 @@ struct cache;
 
 #define CACHE_DEFAULT_DIR "/var/lib/lazyroot/cache"
 #define CACHE_DEFAULT_LIMIT (10ULL << 30)
+/* Chunks kept in memory while the cache disk is full, so that a node whose
+ * disk filled up does not fetch the same hot chunks again on every read. */
+#define CACHE_DEFAULT_MEMORY (256ULL << 20)
 
 /* What the cache needs to know of a chunk (as the index records it). */
 struct cache_chunk {

@@ -59,6 +59,8 @@ static void mount_usage(FILE *f)
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
 	        "  --cache DIR        node-local cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
+	        "  --cache-memory SIZE  bytes of chunks kept in memory while the cache disk is\n"
+	        "                     full (default 256M; 0: none, readers are still served)\n"
 	        "  --readahead N      chunks fetched ahead of a sequential reader (default %d)\n"
 	        "  --fetch-timeout S  seconds a read waits for an unreachable or failing remote\n"
 	        "                     store (retrying) before it gets EIO (default %d)\n"
@@ -75,6 +77,7 @@ static void mount_usage(FILE *f)
 struct mount_opts {
 	const char *ref, *mountpoint, *store_url, *cache_dir;
 	uint64_t cache_size;
+	uint64_t cache_memory;
 	uint64_t fetch_timeout_ms;
 	unsigned readahead;
 	bool foreground, debug, suid, dev, allow_other;
@@ -206,7 +209,11 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	if (r < 0)
 		goto out;
 	{
-		struct cache_params cp = { .dir = o->cache_dir, .limit = o->cache_size };
+		struct cache_params cp = {
+			.dir = o->cache_dir,
+			.limit = o->cache_size,
+			.memory_limit = o->cache_memory,
+		};
 
 		r = cache_open(&cp, l, &c);
 		if (r < 0) {
@@ -406,12 +413,13 @@ static char *absolute_store_url(const char *url)
 
 int cmd_mount(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
+	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
 	       O_FETCH_TIMEOUT };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
+		{ "cache-memory", required_argument, NULL, O_CACHE_MEMORY },
 		{ "readahead", required_argument, NULL, O_READAHEAD },
 		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
 		{ "suid", no_argument, NULL, O_SUID },
@@ -425,6 +433,7 @@ int cmd_mount(int argc, char **argv)
 	struct mount_opts o = {
 		.cache_dir = NULL,
 		.cache_size = CACHE_DEFAULT_LIMIT,
+		.cache_memory = CACHE_DEFAULT_MEMORY,
 		.readahead = MOUNT_DEFAULT_READAHEAD,
 		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
 		.allow_other = true,
@@ -442,6 +451,12 @@ int cmd_mount(int argc, char **argv)
 		case O_CACHE_SIZE:
 			if (parse_size(optarg, &o.cache_size) < 0 || o.cache_size == 0) {
 				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
+				return 2;
+			}
+			break;
+		case O_CACHE_MEMORY:
+			if (parse_size(optarg, &o.cache_memory) < 0) {
+				log_error(-EINVAL, "--cache-memory '%s': not a size", optarg);
 				return 2;
 			}
 			break;

@@ -8,7 +8,7 @@
 #  3. a chunk corrupted in the store: EIO for the file that needs it, counted,
 #     the daemon alive and every other file fine;
 #  4. the cache disk full (a small tmpfs as cache dir): reads still succeed,
-#     served from memory, counted.
+#     served from memory, counted; read again, they fetch nothing.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd python3 fusermount3
@@ -156,4 +156,10 @@ check test "$(df --output=avail -B1 "$cache" | tail -1)" -lt 65536
 check diff -r "$WORK/src" "$mnt"
 check test "$(stat_of "$cache" memory_served)" -gt 0
 check test "$(stat_of "$cache" errors)" = 0
+# a second pass, page cache dropped, is served from the chunks kept in memory
+# (--cache-memory, 256M by default, far above the tree): nothing fetched again
+misses=$(stat_of "$cache" misses)
+sync; echo 3 >/proc/sys/vm/drop_caches
+check diff -r "$WORK/src" "$mnt"
+check test "$(stat_of "$cache" misses)" = "$misses"
 unmount_it

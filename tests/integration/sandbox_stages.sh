@@ -65,6 +65,9 @@ check sb_no_leftovers
 check attack "${pol[@]}" --stage solve -- reach "gw:$mirror" "ok:gw:$service" read:/solutions/answer
 check attack "${pol[@]}" --stage grade -- reach "fail:gw:$service" noread:/solutions/answer noread:/etc/hostname
 check_status 125 sb_run "${pol[@]}" --stage nosuch -- true
+# The report names the sandbox, so that a scheduler knows what to pass to `lazyroot policy`.
+check_status 0 sb_run --json="$WORK/report" -- true
+check test "$(json_field "$WORK/report" name)" = "$SB_NAME-$_sb_count"
 check sb_no_leftovers
 
 # A launcher killed with SIGKILL: the programs go with its descriptors, the veth with the

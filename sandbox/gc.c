@@ -3,9 +3,9 @@
  * (SIGKILL, OOM kill, a crash), and the collector that removes it.
  *
  * Each launcher claims its sandbox's name with a record,
- * /run/lazyroot/launchers/NAME, which it holds locked (flock) for as long as
- * it lives and in which it lists the cgroup directories before it makes
- * them.  A record that can be locked therefore belongs to a dead launcher:
+ * /run/lazyroot/launchers/NAME (or $LAZYROOT_RECORD_DIR/NAME), which it
+ * holds locked (flock) for as long as it lives and in which it lists the
+ * cgroup directories before it makes them.  A record that can be locked therefore belongs to a dead launcher:
  * the collector kills whatever is still in the listed cgroups (cgroup.kill,
  * or SIGKILL to each pid of cgroup.procs on v1), removes them, removes the
  * sandbox's runtime state directory (/run/lazyroot/sandboxes/NAME) if any,
@@ -18,7 +18,7 @@
  * Races: a record is removed only by whoever holds its lock, and only if the
  * locked file is still the one at its path (a collector and a new launcher of
  * the same name may both have opened it).  `lazyroot run` collects at most
- * once every GC_INTERVAL seconds (the mtime of RECORD_DIR/.gc), so that a
+ * once every GC_INTERVAL seconds (the mtime of .gc in the record directory), so that a
  * launch costs one stat, not a scan.
  */
 #include <dirent.h>
@@ -32,7 +32,7 @@
 #include "sandbox/sandbox-internal.h"
 
 #define RUN_DIR "/run/lazyroot"
-#define RECORD_DIR RUN_DIR "/launchers"
+#define RECORD_DIR_DEFAULT RUN_DIR "/launchers"
 #define STATE_DIR RUN_DIR "/sandboxes"
 #define STAMP ".gc"
 #define GC_INTERVAL 10   /* seconds between the collections `lazyroot run` makes */
@@ -122,16 +122,26 @@ static int lock_record(int dfd, const char *name, bool create)
 	return -EAGAIN;
 }
 
+/* $LAZYROOT_RECORD_DIR, else /run/lazyroot/launchers: launchers and
+ * collectors that share one see each other's sandboxes (tests keep theirs
+ * apart from whatever else runs on the host). */
+static const char *record_dir(void)
+{
+	const char *d = getenv("LAZYROOT_RECORD_DIR");
+
+	return d && d[0] == '/' ? d : RECORD_DIR_DEFAULT;
+}
+
 static int open_record_dir(bool create)
 {
-	int fd = open(RECORD_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(record_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0 && errno == ENOENT && create) {
-		int r = mkdir_p(RECORD_DIR, 0755);
+		int r = mkdir_p(record_dir(), 0755);
 
 		if (r < 0)
-			return log_errno(r, "launcher record directory '%s'", RECORD_DIR);
-		fd = open(RECORD_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			return log_errno(r, "launcher record directory '%s'", record_dir());
+		fd = open(record_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	return fd < 0 ? -errno : fd;
 }
@@ -144,14 +154,14 @@ int launch_record_open(const char *name, struct launch_record *rec)
 	int fd, r;
 
 	if (dfd < 0)
-		return log_errno(dfd, "launcher record directory '%s'", RECORD_DIR);
+		return log_errno(dfd, "launcher record directory '%s'", record_dir());
 	fd = lock_record(dfd, name, true);
 	if (fd == -EBUSY)
 		return log_error(-EBUSY, "sandbox name '%s' is in use by a running launcher", name);
 	if (fd < 0)
-		return log_errno(fd, "launcher record '%s/%s'", RECORD_DIR, name);
+		return log_errno(fd, "launcher record '%s/%s'", record_dir(), name);
 	rec->fd = fd;
-	if (asprintf(&rec->path, RECORD_DIR "/%s", name) < 0) {
+	if (asprintf(&rec->path, "%s/%s", record_dir(), name) < 0) {
 		rec->path = NULL;
 		launch_record_close(rec, true);
 		return -ENOMEM;
@@ -214,10 +224,10 @@ int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
 	if (dfd == -ENOENT)
 		goto out;   /* no launcher ever ran here */
 	if (dfd < 0)
-		return log_errno(dfd, "gc: '%s'", RECORD_DIR);
+		return log_errno(dfd, "gc: '%s'", record_dir());
 	d = fdopendir(dfd);
 	if (!d)
-		return log_errno(-errno, "gc: '%s'", RECORD_DIR);
+		return log_errno(-errno, "gc: '%s'", record_dir());
 	dfd = -1;
 	while ((e = readdir(d))) {
 		int fd;

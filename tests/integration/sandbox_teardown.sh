@@ -7,6 +7,10 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 workdir
+# Launcher records of our own: a launcher of another test on this host collects stale records
+# when it starts, and would race this test's gc for its killed sandboxes.
+export LAZYROOT_RECORD_DIR=$WORK/launchers
+SB_RECORDS=$LAZYROOT_RECORD_DIR
 
 # Start a sandbox whose command announces itself on stdout, then runs CMD; return once announced.
 # Sets $launcher and $sb (the sandbox's name).

@@ -40,7 +40,7 @@ attack() {
 	sb_run "${opts[@]}" -- /lr/attack "$HOST_PIDNS" "$@"
 }
 
-SB_RECORDS=/run/lazyroot/launchers
+SB_RECORDS=${LAZYROOT_RECORD_DIR:-/run/lazyroot/launchers}
 
 sb_no_leftovers() {
 	local procs cgroups mounts records

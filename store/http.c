@@ -377,6 +377,19 @@ static size_t write_cb(char *p, size_t size, size_t n, void *ud)
 	if (x->body.len + bytes > max && !(x->kind == X_GET && x->len &&
 	                                   x->body.len + bytes <= HTTP_MAX_OBJECT))
 		return 0;
+	/* a get's first bytes: room for the whole body (and buf's NUL) at once,
+	 * instead of a dozen reallocations and copies as it grows */
+	if (x->kind == X_GET && !x->body.data) {
+		curl_off_t cl = -1;
+
+		if (curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK &&
+		    cl > 0 && (uint64_t)cl <= HTTP_MAX_OBJECT) {
+			x->body.data = malloc((size_t)cl + 1);
+			if (!x->body.data)
+				return 0;
+			x->body.cap = (size_t)cl + 1;
+		}
+	}
 	if (buf_append(&x->body, p, bytes) < 0)
 		return 0;
 	return bytes;

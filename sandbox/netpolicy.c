@@ -721,9 +721,27 @@ static int initial_allow(const struct sandbox *sb, const struct sandbox_addr **r
 
 int netpolicy_check(const struct sandbox *sb)
 {
-	if (sb->stage && !policy_start_stage(sb))
+	const struct sandbox_stage *st = policy_start_stage(sb);
+	const char *needs = NULL;
+
+	if (sb->stage && !st)
 		return log_error(-EINVAL, "policy: stage '%s' is not declared (stage.%s.allow or "
 		                 "stage.%s.hide)", sb->stage, sb->stage, sb->stage);
+	/* Without Landlock these fields would silently do nothing. */
+	if (!sb->landlock) {
+		if (sb->hide.n || (st && st->hide.n))
+			needs = "hide";
+		else if (sb->read_only.n)
+			needs = "read_only";
+		else if (sb->writable_set)
+			needs = "writable";
+		else if (!sb->tcp_bind.any)
+			needs = "tcp_bind";
+		else if (!sb->tcp_connect.any)
+			needs = "tcp_connect";
+		if (needs)
+			return log_error(-EINVAL, "policy: %s needs landlock = true", needs);
+	}
 	return 0;
 }
 

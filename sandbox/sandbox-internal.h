@@ -206,7 +206,8 @@ struct net_state {
 };
 #define NET_STATE_INIT { .map_fd = -1 }
 
-/* Refuse a policy whose starting stage is not declared. */
+/* Refuse a policy whose starting stage is not declared, or that sets path or
+ * port fields with Landlock off (they would do nothing). */
 int netpolicy_check(const struct sandbox *sb);
 /* Between the clone and the sandbox's first step, from the launcher: with a
  * non-empty starting allowlist, the veth pair into pid's network namespace

@@ -5,8 +5,11 @@
  * A sandbox is a new user, mount, pid, net, ipc, uts and cgroup namespace
  * around an overlay whose lower layer is a read-only root filesystem and whose
  * upper layer lives on a size-limited tmpfs; a fresh /proc, a minimal /dev,
- * no new privileges, no capabilities, a seccomp filter, cgroup limits on
- * memory, pids and CPU, a wall-clock limit and a cap on output.  Every mount
+ * no new privileges, no capabilities, a seccomp filter, Landlock rules on
+ * paths, TCP ports and scope, cgroup limits on memory, pids and CPU, a
+ * wall-clock limit, a cap on output, and no network beyond its loopback
+ * unless an allowlist (enforced by cgroup BPF) opens a path to given
+ * addresses; a running sandbox can be tightened by stages.  Every mount
  * lives in the sandbox's own mount namespace and dies with it; the launcher
  * removes the sandbox's cgroups once its last process is gone.
  *

@@ -62,4 +62,5 @@ sys.exit(0 if ok else 1)'
 check_status 125 sb_run --set writable=relative -- true
 check_status 125 sb_run --set tcp_bind=70000 -- true
 check_status 125 sb_run --set read_only=/no/such/path -- true
+check_status 125 sb_run --set landlock=false --set hide=/etc/hostname -- true
 check sb_no_leftovers

@@ -50,6 +50,12 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 int log_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Log "lazyroot: <message>" and return err. */
 int log_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Say more about error err than strerror() can, where the detail is known but
+ * the context is not (a store request: its URL, the server's status and error
+ * code): the next log_errno(err, …) on this thread prints
+ * "<message>: <strerror> (<detail>)" and forgets it.  A detail for another
+ * error, or a new one, replaces it. */
+void log_detail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- hashing and hex ---------------------------------------------------- */
 

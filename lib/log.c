@@ -3,13 +3,21 @@
 
 int log_verbosity = LOG_WARN;
 
+/* log_detail()'s note, per thread: the store that sets it completes requests
+ * on the thread whose caller then logs the error */
+static __thread int detail_err;
+static __thread char detail[512];
+
 __attribute__((format(printf, 1, 0)))
 static void vlog(const char *fmt, va_list ap, int err)
 {
 	char msg[1024];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (err)
+	if (err && detail_err == err) {
+		fprintf(stderr, "lazyroot: %s: %s (%s)\n", msg, strerror(-err), detail);
+		detail_err = 0;
+	} else if (err)
 		fprintf(stderr, "lazyroot: %s: %s\n", msg, strerror(-err));
 	else
 		fprintf(stderr, "lazyroot: %s\n", msg);
@@ -44,4 +52,14 @@ int log_error(int err, const char *fmt, ...)
 	vlog(fmt, ap, 0);
 	va_end(ap);
 	return err;
+}
+
+void log_detail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	detail_err = err;
 }

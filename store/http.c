@@ -23,6 +23,17 @@
  * Callbacks that loop tokens carry (struct tick, struct watch) are separate
  * small objects: a cancelled or outdated one only frees itself, so the store
  * can be freed while its last poll or timer is still on the ring.
+ *
+ * S3 (s3://BUCKET/PREFIX) is this store with a few differences, all keyed on
+ * h->s3: path-style URLs ENDPOINT/BUCKET/PREFIX/<the dir layout> in S3's
+ * strict encoding (the signature covers the path as sent, and RGW and AWS
+ * canonicalise ':' as %3A), requests signed by libcurl (CURLOPT_AWS_SIGV4;
+ * the keys go as separate username and password, since a key may hold ':'),
+ * an explicit x-amz-content-sha256 header on every request (libcurl 7.88
+ * would otherwise sign the empty body's hash for a PUT, which the server
+ * checks against the body), lists through ListObjectsV2 pages, and the
+ * server's error <Code> in failure messages (404 NoSuchBucket is an error,
+ * not a missing object).  The parsing lives in s3.c.
  */
 #include <curl/curl.h>
 #include <poll.h>
@@ -31,6 +42,7 @@
 
 #include "lib/json.h"
 #include "lib/loop.h"
+#include "lib/sha256.h"
 #include "store/store-internal.h"
 
 #define HTTP_DEFAULT_TRANSFERS 32    /* bench/remote: 4-32 alike on loopback; latency wants more */
@@ -38,6 +50,8 @@
 #define HTTP_BACKOFF_CAP_NS (2000ULL * 1000000)
 #define HTTP_MAX_OBJECT (1ULL << 30)   /* a whole-object get larger than this is refused */
 #define HTTP_LIST_MAX (16U << 20)      /* bytes of one directory listing */
+/* sha256 of nothing: the payload hash of a request without a body */
+#define S3_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 enum xfer_kind { X_GET, X_HEAD, X_PUT, X_LIST };
 
@@ -52,6 +66,7 @@ struct xfer {
 	uint64_t off, len;            /* get: the range asked for (len 0: to the end) */
 	const uint8_t *put_data;      /* put: borrowed until the callback */
 	size_t put_len, put_pos;
+	struct curl_slist *headers;   /* s3: this request's own headers */
 	struct buf body;
 	unsigned attempt;             /* retries made */
 	uint64_t deadline_ns;         /* no retry starts after this */
@@ -95,6 +110,9 @@ struct http_store {
 	long connect_timeout, low_speed_time;
 	char *ca_file, *ca_path;
 	struct curl_slist *headers;
+	struct s3_conf *s3;           /* s3:// stores; NULL for http */
+	char sigv4[96];               /* s3: "aws:amz:REGION:s3" */
+	unsigned s3_max_keys;         /* s3: keys per list page (0: the server's default) */
 	uint64_t rnd;                 /* xorshift state for jitter */
 	int ran;                      /* callbacks run in this turn */
 };
@@ -114,7 +132,9 @@ static struct http_store *H(struct store *s)
 
 /* ---- pure helpers (unit-tested) ----------------------------------------- */
 
-int http_key_url(const char *base, const char *key, char *out, size_t outlen)
+/* The dir layout's path of key under base; keep: the bytes besides
+ * [A-Za-z0-9] left unencoded. */
+static int key_url(const char *base, const char *key, const char *keep, char *out, size_t outlen)
 {
 	static const char hexd[] = "0123456789ABCDEF";
 	char path[2200];
@@ -136,7 +156,7 @@ int http_key_url(const char *base, const char *key, char *out, size_t outlen)
 	for (const char *p = path; *p; p++) {
 		unsigned char c = (unsigned char)*p;
 		bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		             (c >= '0' && c <= '9') || strchr("-._~/:@", c);
+		             (c >= '0' && c <= '9') || (c && strchr(keep, c));
 
 		if (o + (plain ? 1 : 3) + 1 > outlen)
 			return -ENAMETOOLONG;
@@ -150,6 +170,16 @@ int http_key_url(const char *base, const char *key, char *out, size_t outlen)
 	}
 	out[o] = 0;
 	return 0;
+}
+
+int http_key_url(const char *base, const char *key, char *out, size_t outlen)
+{
+	return key_url(base, key, "-._~/:@", out, outlen);
+}
+
+int s3_key_url(const char *base, const char *key, char *out, size_t outlen)
+{
+	return key_url(base, key, "-._~/", out, outlen);
 }
 
 enum http_verdict http_classify(int cc, long status, int *ret_err)
@@ -421,6 +451,7 @@ static void xfer_free(struct xfer *x)
 {
 	if (x->easy)
 		curl_easy_cleanup(x->easy);
+	curl_slist_free_all(x->headers);
 	free(x->url);
 	buf_free(&x->body);
 	free(x->prefix);
@@ -445,7 +476,12 @@ static int xfer_setup(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, h->connect_timeout);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, h->low_speed_time);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h->headers);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers ? x->headers : h->headers);
+	if (h->s3 && h->s3->access_key) {
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, h->sigv4);
+		curl_easy_setopt(e, CURLOPT_USERNAME, h->s3->access_key);
+		curl_easy_setopt(e, CURLOPT_PASSWORD, h->s3->secret_key);
+	}
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
@@ -675,6 +711,107 @@ static void list_advance(struct xfer *x, int r)
 	enqueue(x->h, x);
 }
 
+/* s3: point x at the listing page after token (NULL: the first page). */
+static int s3_list_url(struct xfer *x, const char *token)
+{
+	struct http_store *h = x->h;
+	char pfx[4096], tok[4096], maxk[32] = "";
+	char *url;
+	int r;
+
+	r = s3_uri_encode(x->prefix, false, pfx, sizeof(pfx));
+	if (r == 0 && token)
+		r = s3_uri_encode(token, false, tok, sizeof(tok));
+	if (r < 0)
+		return r;
+	if (h->s3_max_keys)
+		snprintf(maxk, sizeof(maxk), "&max-keys=%u", h->s3_max_keys);
+	/* parameters in sorted order: the signature covers the query as sent */
+	if (asprintf(&url, "%s/%s?%s%s%slist-type=2%s&prefix=%s", h->s3->endpoint, h->s3->bucket,
+	             token ? "continuation-token=" : "", token ? tok : "", token ? "&" : "", maxk,
+	             pfx) < 0)
+		return -ENOMEM;
+	free(x->url);
+	x->url = url;
+	return 0;
+}
+
+/* s3: a listing page arrived: collect its keys as store keys.  Returns 1
+ * when another page follows (x->url points at it), 0 at the end, -errno. */
+static int s3_list_step(struct xfer *x)
+{
+	struct http_store *h = x->h;
+	struct s3_listing l;
+	size_t skip = *h->s3->prefix ? strlen(h->s3->prefix) + 1 : 0;
+	int r = s3_parse_listing((const char *)x->body.data, x->body.len, &l);
+
+	if (r < 0)
+		return log_error(r == -EBADMSG ? -EBADMSG : r, "store '%s': %s is not a "
+		                 "ListObjectsV2 answer", h->s->url, x->url);
+	for (size_t i = 0; i < l.n && r >= 0; i++) {
+		const char *k = l.keys[i];
+		size_t kl = strlen(k);
+
+		if (kl <= skip || strncmp(k, x->prefix, strlen(x->prefix)))
+			continue;
+		k += skip;
+		kl -= skip;
+		/* the fan-out back out: chunks/ab/abcd… is chunks/abcd… */
+		if (!strncmp(k, "chunks/", 7) && kl > 10 && k[9] == '/' && !strncmp(k + 7, k + 10, 2))
+			r = names_add(&x->names, &x->nnames, &x->cap, "chunks/", k + 10);
+		else if (store_key_valid(k))
+			r = names_add(&x->names, &x->nnames, &x->cap, k, "");
+	}
+	if (r >= 0 && l.truncated) {
+		r = s3_list_url(x, l.next_token);
+		if (r == 0)
+			r = 1;
+	}
+	s3_listing_destroy(&l);
+	return r;
+}
+
+static void s3_list_advance(struct xfer *x, int r)
+{
+	if (r > 0) {
+		x->attempt = 0;
+		enqueue(x->h, x);
+		return;
+	}
+	if (r == 0 && !x->names && !(x->names = calloc(1, sizeof(*x->names))))
+		r = -ENOMEM;
+	xfer_complete(x, r);
+}
+
+static const char *method(const struct xfer *x)
+{
+	return x->kind == X_HEAD ? "HEAD" : x->kind == X_PUT ? "PUT" : "GET";
+}
+
+/* A request failed for good with err: say what the server said, for the
+ * caller's message (log_detail).  s3: the <Code> of its error body, and 404
+ * NoSuchBucket becomes -ENXIO (a missing bucket is not a missing object). */
+static int fail_detail(struct xfer *x, CURLcode cc, long status, int err)
+{
+	char code[64] = "";
+
+	if (x->h->s3 && status >= 400 && x->body.len &&
+	    s3_error_code((const char *)x->body.data, x->body.len, code, sizeof(code)) == 0 &&
+	    status == 404 && !strcmp(code, "NoSuchBucket"))
+		err = -ENXIO;
+	if (err == -ENOENT)
+		return err;
+	if (cc != CURLE_OK)
+		log_detail(err, "%s %s: %s, %u retries", method(x), x->url, curl_easy_strerror(cc),
+		           x->attempt);
+	else if (status == 403 && x->kind == X_HEAD && x->h->s3)
+		log_detail(err, "%s %s: HTTP 403: wrong keys, or not allowed", method(x), x->url);
+	else
+		log_detail(err, "%s %s: HTTP %ld%s%s%s", method(x), x->url, status, *code ? " " : "",
+		           code, x->attempt ? ", after retries" : "");
+	return err;
+}
+
 /* A transfer left curl with code cc: finish, retry or fail it. */
 static void xfer_done(struct xfer *x, CURLcode cc)
 {
@@ -691,9 +828,14 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		xfer_complete(x, 0);
 		return;
 	}
+	if (v == HTTP_FAIL)
+		err = fail_detail(x, cc, status, err);
 	if (x->kind == X_LIST && v == HTTP_FAIL && err == -ENOENT) {
 		/* no such directory (or gone since its parent was read): empty */
-		list_advance(x, 0);
+		if (h->s3)
+			s3_list_advance(x, 0);
+		else
+			list_advance(x, 0);
 		return;
 	}
 	if (v == HTTP_RETRY) {
@@ -719,6 +861,12 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		/* the caller logs the failure with its context; this is the detail */
 		log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld); giving up after %u retries",
 		        h->s->url, x->url, curl_easy_strerror(cc), status, x->attempt);
+		if (cc != CURLE_OK)
+			log_detail(err, "%s %s: %s, %u retries", method(x), x->url,
+			           curl_easy_strerror(cc), x->attempt);
+		else
+			log_detail(err, "%s %s: HTTP %ld, %u retries", method(x), x->url, status,
+			           x->attempt);
 		xfer_complete(x, err);
 		return;
 	}
@@ -754,7 +902,10 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		xfer_complete(x, 0);
 		break;
 	case X_LIST:
-		list_advance(x, list_step(x));
+		if (h->s3)
+			s3_list_advance(x, s3_list_step(x));
+		else
+			list_advance(x, list_step(x));
 		break;
 	}
 }
@@ -807,6 +958,26 @@ static void service_timers(struct http_store *h)
 
 /* ---- operations ---------------------------------------------------------- */
 
+/* s3: x's own header list, with its payload hash (64 hex digits). */
+static int s3_headers(struct http_store *h, struct xfer *x, const char *payload_sha256)
+{
+	char line[96];
+
+	/* no "Expect:" to turn 100-continue off as for http: libcurl 7.88 signs
+	 * the empty header it does not send, and the signature fails */
+	curl_slist_free_all(x->headers);
+	snprintf(line, sizeof(line), "x-amz-content-sha256: %s", payload_sha256);
+	x->headers = curl_slist_append(NULL, line);
+	if (x->headers && h->s3->token) {
+		_cleanup_free_ char *t = NULL;
+
+		if (asprintf(&t, "x-amz-security-token: %s", h->s3->token) < 0 ||
+		    !curl_slist_append(x->headers, t))
+			return -ENOMEM;
+	}
+	return x->headers ? 0 : -ENOMEM;
+}
+
 static int xfer_new(struct store *s, enum xfer_kind kind, const char *key, struct xfer **ret)
 {
 	struct http_store *h = H(s);
@@ -821,9 +992,16 @@ static int xfer_new(struct store *s, enum xfer_kind kind, const char *key, struc
 	x->easy = curl_easy_init();
 	r = x->easy ? 0 : -ENOMEM;
 	if (r == 0 && kind != X_LIST)
-		r = http_key_url(h->base, key, url, sizeof(url));
+		r = h->s3 ? s3_key_url(h->base, key, url, sizeof(url)) :
+		            http_key_url(h->base, key, url, sizeof(url));
 	if (r == 0 && kind != X_LIST && !(x->url = strdup(url)))
 		r = -ENOMEM;
+	if (r < 0) {
+		xfer_free(x);
+		return r;
+	}
+	if (r == 0 && h->s3 && kind != X_PUT)
+		r = s3_headers(h, x, S3_EMPTY_SHA256);
 	if (r < 0) {
 		xfer_free(x);
 		return r;
@@ -880,6 +1058,18 @@ static int http_put(struct store *s, const char *key, const void *data, size_t l
 		return r;
 	x->put_data = data;
 	x->put_len = len;
+	if (H(s)->s3) {
+		uint8_t d[SHA256_SIZE];
+		char hex[SHA256_HEX_SIZE];
+
+		sha256(data, len, d);
+		hex_encode(d, sizeof(d), hex);
+		r = s3_headers(H(s), x, hex);
+		if (r < 0) {
+			xfer_free(x);
+			return r;
+		}
+	}
 	x->cb = cb;
 	x->ud = ud;
 	xfer_submit(H(s), x);
@@ -893,13 +1083,21 @@ static int http_list(struct store *s, const char *prefix, store_list_cb cb, void
 	size_t n = strlen(prefix);
 	int r;
 
-	if (n < 2 || prefix[n - 1] != '/')
+	if (!H(s)->s3 && (n < 2 || prefix[n - 1] != '/'))
 		return -EINVAL;
 	r = xfer_new(s, X_LIST, NULL, &x);
 	if (r < 0)
 		return r;
-	x->prefix = strdup(prefix);
-	r = x->prefix ? list_url(x) : -ENOMEM;
+	if (H(s)->s3) {
+		const char *sp = H(s)->s3->prefix;
+
+		if (asprintf(&x->prefix, "%s%s%s", sp, *sp ? "/" : "", prefix) < 0)
+			x->prefix = NULL;
+		r = x->prefix ? s3_list_url(x, NULL) : -ENOMEM;
+	} else {
+		x->prefix = strdup(prefix);
+		r = x->prefix ? list_url(x) : -ENOMEM;
+	}
 	if (r < 0) {
 		xfer_free(x);
 		return r;
@@ -980,6 +1178,10 @@ static void http_free(struct store *s)
 		if (h->epfd >= 0)
 			close(h->epfd);
 		curl_slist_free_all(h->headers);
+		if (h->s3) {
+			s3_conf_destroy(h->s3);
+			free(h->s3);
+		}
 		free(h->base);
 		free(h->ca_file);
 		free(h->ca_path);
@@ -1019,20 +1221,16 @@ static char *env_dup(const char *name)
 	return v && *v ? strdup(v) : NULL;
 }
 
-int store_http_open(const char *url, struct store **ret)
+/* A store whose keys live under base (n bytes of it); url names it in
+ * messages. */
+static int http_new(const char *url, const char *base, size_t n, struct http_store **ret)
 {
 	struct http_store *h;
 	struct store *s;
-	size_t n;
 
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
 		return log_error(-EIO, "store '%s': libcurl does not initialise", url);
-	n = strlen(url);
-	while (n && url[n - 1] == '/')
-		n--;
-	if (n <= strlen("https://") || strchr(url, '?') || strchr(url, '#'))
-		return log_error(-EINVAL, "store '%s': want http[s]://host[:port][/path]", url);
 	h = calloc(1, sizeof(*h));
 	s = h ? store_alloc(&http_ops, h) : NULL;
 	if (!s) {
@@ -1041,7 +1239,7 @@ int store_http_open(const char *url, struct store **ret)
 	}
 	h->s = s;
 	h->epfd = epoll_create1(EPOLL_CLOEXEC);
-	h->base = strndup(url, n);
+	h->base = strndup(base, n);
 	h->multi = curl_multi_init();
 	h->headers = curl_slist_append(NULL, "Expect:");
 	h->max = (unsigned)env_long("LAZYROOT_HTTP_TRANSFERS", HTTP_DEFAULT_TRANSFERS, 1, 1024);
@@ -1066,6 +1264,60 @@ int store_http_open(const char *url, struct store **ret)
 	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
 	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)h->max);
 	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->max);
-	*ret = s;
+	*ret = h;
+	return 0;
+}
+
+int store_http_open(const char *url, struct store **ret)
+{
+	struct http_store *h;
+	size_t n = strlen(url);
+	int r;
+
+	while (n && url[n - 1] == '/')
+		n--;
+	if (n <= strlen("https://") || strchr(url, '?') || strchr(url, '#'))
+		return log_error(-EINVAL, "store '%s': want http[s]://host[:port][/path]", url);
+	r = http_new(url, url, n, &h);
+	if (r < 0)
+		return r;
+	*ret = h->s;
+	return 0;
+}
+
+int store_s3_open(const char *url, struct store **ret)
+{
+	struct s3_conf *c = calloc(1, sizeof(*c));
+	struct http_store *h;
+	char pfx[2048];
+	_cleanup_free_ char *base = NULL;
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	r = s3_conf_load(url, c);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	r = s3_uri_encode(c->prefix, true, pfx, sizeof(pfx));
+	if (r < 0 || asprintf(&base, "%s/%s%s%s", c->endpoint, c->bucket, *pfx ? "/" : "",
+	                      pfx) < 0) {
+		base = NULL;
+		r = r < 0 ? log_error(r, "store '%s': prefix too long", url) : -ENOMEM;
+	}
+	if (r == 0)
+		r = http_new(url, base, strlen(base), &h);
+	if (r < 0) {
+		s3_conf_destroy(c);
+		free(c);
+		return r;
+	}
+	h->s3 = c;
+	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", c->region);
+	h->s3_max_keys = (unsigned)env_long("LAZYROOT_S3_LIST_MAX_KEYS", 0, 1, 1000);
+	if (!c->access_key)
+		log_msg(LOG_INFO, "store '%s': no credentials found; requests go unsigned", url);
+	*ret = h->s;
 	return 0;
 }

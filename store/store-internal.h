@@ -70,6 +70,8 @@ bool store_key_valid(const char *key);
 
 int store_dir_open(const char *path, struct store **ret);
 int store_http_open(const char *url, struct store **ret);
+/* s3://BUCKET[/PREFIX]: the HTTP store speaking S3 (see store.h). */
+int store_s3_open(const char *url, struct store **ret);
 /* Takes the n stores (all of them, also on failure). */
 int store_mirror_open(struct store **children, size_t n, struct store **ret);
 
@@ -78,6 +80,8 @@ int store_mirror_open(struct store **children, size_t n, struct store **ret);
 /* The URL of key under base: the dir layout (chunks fanned out), every byte
  * outside [A-Za-z0-9-._~/:@] percent-encoded.  Returns 0 or -ENAMETOOLONG. */
 int http_key_url(const char *base, const char *key, char *out, size_t outlen);
+/* The same for an s3 store: S3's strict encoding (':' and '@' too). */
+int s3_key_url(const char *base, const char *key, char *out, size_t outlen);
 enum http_verdict { HTTP_DONE, HTTP_RETRY, HTTP_FAIL };
 /* How to go on after a transfer that ended with curl code cc (a CURLcode)
  * and HTTP status: done, retry, or fail; *ret_err gets the -errno to report
@@ -87,5 +91,51 @@ enum http_verdict http_classify(int cc, long status, int *ret_err);
  * attempt up to cap, the upper half of it drawn at random from rnd ("equal
  * jitter": never less than half the step, so retries stay spaced out). */
 uint64_t http_backoff_ns(unsigned attempt, uint64_t base_ns, uint64_t cap_ns, uint32_t rnd);
+
+/* ---- S3 helpers (s3.c), exposed for unit tests ----------------------------- */
+
+struct s3_conf {
+	char *endpoint;                /* http[s]://HOST[:PORT], no trailing '/' */
+	char *bucket;
+	char *prefix;                  /* "" or "a/b": no leading or trailing '/' */
+	char *region;
+	char *access_key, *secret_key; /* NULL: anonymous requests, unsigned */
+	char *token;                   /* session token, or NULL */
+};
+/* s3://BUCKET[/PREFIX] → bucket and prefix (both new strings).  -EINVAL for
+ * anything else: a bucket of 3-63 [A-Za-z0-9._-], a prefix store_key_valid()
+ * accepts, no query or fragment. */
+int s3_parse_url(const char *url, char **ret_bucket, char **ret_prefix);
+/* Fill c from url and the environment: endpoint AWS_ENDPOINT_URL_S3, else
+ * AWS_ENDPOINT_URL, else AWS's own; region AWS_REGION, else
+ * AWS_DEFAULT_REGION, else us-east-1; keys AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the shared credentials
+ * file.  Logs its errors. */
+int s3_conf_load(const char *url, struct s3_conf *c);
+void s3_conf_destroy(struct s3_conf *c);
+/* The keys of profile in an AWS shared credentials file's text.  -ENOENT: no
+ * such profile; -EINVAL: it lacks the key id or the secret; -EBADMSG: not
+ * INI.  Values are taken whole after '=' (trimmed): they may hold ':'. */
+int s3_parse_credentials(const char *text, size_t len, const char *profile, char **ret_key,
+                         char **ret_secret, char **ret_token);
+/* S3's URI encoding: every byte but [A-Za-z0-9-._~] (and '/' if keep_slash)
+ * as %XX, upper case.  0 or -ENAMETOOLONG. */
+int s3_uri_encode(const char *in, bool keep_slash, char *out, size_t outlen);
+
+/* One page of a ListObjectsV2 answer. */
+struct s3_listing {
+	char **keys;                   /* n keys, NULL-terminated when n > 0 */
+	size_t n;
+	bool truncated;
+	char *next_token;              /* set when truncated */
+};
+/* Parse xml (len bytes, no NUL needed): 0, or -EBADMSG for anything that is
+ * not a well-formed ListBucketResult (a truncated one must carry its
+ * NextContinuationToken), -ENOMEM. */
+int s3_parse_listing(const char *xml, size_t len, struct s3_listing *out);
+void s3_listing_destroy(struct s3_listing *l);
+/* The <Code> of an S3 <Error> document, into out (outlen bytes); -EBADMSG when
+ * there is none or it does not fit. */
+int s3_error_code(const char *xml, size_t len, char *out, size_t outlen);
 
 #endif

@@ -61,6 +61,8 @@ static int open_one(const char *url, struct store **ret)
 
 	if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
 		r = store_http_open(url, &s);
+	} else if (!strncmp(url, "s3://", 5)) {
+		r = store_s3_open(url, &s);
 	} else {
 		if (!strncmp(url, "dir:", 4))
 			path = url + 4;

@@ -1,0 +1,183 @@
+# shellcheck shell=bash
+# A real S3 store for tests and benchmarks: a one-node Ceph (one ceph-mon, one bluestore
+# ceph-osd on a sparse file, no ceph-mgr) and radosgw (beast) on 127.0.0.1, all under a
+# temporary directory.  Source it after common.sh and nginx.sh (it uses cleanup_add,
+# wait_port and _pause):
+#
+#   rgw_start           start the cluster and radosgw on free ports (about 20 s), create
+#                       an S3 user and the bucket $RGW_BUCKET; sets RGW_ENDPOINT
+#                       (http://127.0.0.1:PORT), RGW_PORT, RGW_BUCKET, RGW_ACCESS_KEY,
+#                       RGW_SECRET_KEY and exports AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+#                       AWS_SECRET_ACCESS_KEY and AWS_REGION (us-east-1) for them; every
+#                       daemon is stopped by PID and the directory removed at exit.
+#                       Returns 77 when the Ceph packages are missing.
+#   rgw_admin ARGS...   radosgw-admin against this cluster
+#   rgw_user UID ACCESS SECRET
+#                       create another S3 user with these keys
+#   s3_curl KEY SECRET CURL-ARGS...
+#                       curl with SigV4 against RGW (for setup only: making buckets)
+#
+# Ceph facts this relies on (FACTS.md): pool size 1, `osd crush chooseleaf type = 0` and
+# `mon allow pool size one = true` make one OSD healthy; radosgw does not need ceph-mgr.
+# Every daemon and client shares one cephx keyring made here; nothing listens beyond 127.0.0.1.
+
+_rgw_free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+
+_rgw_ceph() {
+	timeout 30 ceph -c "$RGW_DIR/ceph.conf" "$@"
+}
+
+rgw_admin() {
+	timeout 60 radosgw-admin -c "$RGW_DIR/ceph.conf" -n client.admin "$@"
+}
+
+_rgw_stop_pid() {  # NAME
+	local f=$RGW_DIR/$1.pidv
+	[ -f "$f" ] || return 0
+	local pid
+	pid=$(cat "$f")
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	rm -f "$f"
+}
+
+rgw_stop() {
+	[ -n "${RGW_DIR:-}" ] || return 0
+	_rgw_stop_pid rgw
+	_rgw_stop_pid osd
+	_rgw_stop_pid mon
+}
+
+_rgw_wait() {  # SECONDS DESCRIPTION CMD...
+	local n=$(($1 * 10)) what=$2 i
+	shift 2
+	for ((i = 0; i < n; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		_pause 0.1
+	done
+	echo "rgw: $what did not happen in time; logs in $RGW_DIR" >&2
+	return 1
+}
+
+s3_curl() {  # KEY SECRET ARGS...
+	local key=$1 secret=$2
+	shift 2
+	curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$key:$secret" \
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
+}
+
+rgw_user() {  # UID ACCESS SECRET
+	rgw_admin user create --uid "$1" --display-name "$1" --access-key "$2" --secret "$3" >/dev/null
+}
+
+_rgw_osd_up() {
+	_rgw_ceph osd dump 2>/dev/null | grep -q '^osd\.0 up'
+}
+
+_rgw_keys() {
+	local k=$RGW_DIR/keyring
+	ceph-authtool --create-keyring "$k" --gen-key -n mon. --cap mon 'allow *' &&
+	ceph-authtool "$k" --gen-key -n client.admin --cap mon 'allow *' --cap osd 'allow *' \
+		--cap mgr 'allow *' &&
+	ceph-authtool "$k" --gen-key -n client.rgw --cap mon 'allow rw' --cap osd 'allow rwx' &&
+	ceph-authtool "$k" --gen-key -n osd.0 --cap mon 'allow profile osd' --cap osd 'allow *' \
+		--cap mgr 'allow profile osd'
+} >/dev/null
+
+rgw_start() {
+	local c mon_port fsid osd_uuid
+	for c in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptool uuidgen curl; do
+		command -v "$c" >/dev/null || { echo "$c is missing (scripts/install-deps test)" >&2; return 77; }
+	done
+	RGW_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-rgw.XXXXXX")
+	cleanup_add rm -rf "$RGW_DIR"
+	cleanup_add rgw_stop
+	mon_port=$(_rgw_free_port)
+	RGW_PORT=$(_rgw_free_port)
+	fsid=$(uuidgen)
+	osd_uuid=$(uuidgen)
+	mkdir -p "$RGW_DIR/mon.a" "$RGW_DIR/osd.0" "$RGW_DIR/rgw"
+	cat >"$RGW_DIR/ceph.conf" <<EOF
+[global]
+fsid = $fsid
+mon host = [v2:127.0.0.1:$mon_port]
+public addr = 127.0.0.1
+cluster addr = 127.0.0.1
+ms bind msgr1 = false
+ms bind ipv6 = false
+run dir = $RGW_DIR
+log file = $RGW_DIR/\$name.log
+crash dir = $RGW_DIR/crash
+keyring = $RGW_DIR/keyring
+osd pool default size = 1
+osd pool default min size = 1
+osd pool default pg num = 8
+osd pool default pgp num = 8
+osd pool default pg autoscale mode = off
+osd crush chooseleaf type = 0
+mon allow pool size one = true
+mon allow pool delete = true
+mon warn on pool no redundancy = false
+mon data avail crit = 1
+mon data avail warn = 2
+[mon]
+admin socket = $RGW_DIR/\$name.asok
+mon data = $RGW_DIR/mon.\$id
+[osd]
+admin socket = $RGW_DIR/\$name.asok
+osd data = $RGW_DIR/osd.\$id
+osd objectstore = bluestore
+bluestore block path = $RGW_DIR/osd.\$id.block
+bluestore block create = true
+bluestore block size = 10737418240
+bluestore cache autotune = false
+bluestore cache size = 67108864
+osd memory target = 939524096
+osd max object name len = 1024
+osd max object namespace len = 256
+[client.rgw]
+admin socket = $RGW_DIR/\$name.asok
+rgw data = $RGW_DIR/rgw
+rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
+rgw thread pool size = 64
+EOF
+	_rgw_keys || { echo "rgw: making keys failed" >&2; return 1; }
+	monmaptool --create --addv a "[v2:127.0.0.1:$mon_port]" --fsid "$fsid" "$RGW_DIR/monmap" >/dev/null
+	ceph-mon -c "$RGW_DIR/ceph.conf" --mkfs -i a --monmap "$RGW_DIR/monmap" \
+		--keyring "$RGW_DIR/keyring" >"$RGW_DIR/mkfs.out" 2>&1 ||
+		{ echo "rgw: ceph-mon --mkfs failed: $(tail -n 3 "$RGW_DIR/mkfs.out")" >&2; return 1; }
+	ceph-mon -c "$RGW_DIR/ceph.conf" -i a -f >>"$RGW_DIR/mon.err" 2>&1 &
+	echo $! >"$RGW_DIR/mon.pidv"
+	_rgw_wait 30 "the monitor answering" _rgw_ceph mon stat || return 1
+
+	[ "$(_rgw_ceph osd new "$osd_uuid" 2>>"$RGW_DIR/osd.err")" = 0 ] ||
+		{ echo "rgw: ceph osd new did not give osd.0" >&2; return 1; }
+	ceph-osd -c "$RGW_DIR/ceph.conf" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$RGW_DIR/osd.err" 2>&1 ||
+		{ echo "rgw: ceph-osd --mkfs failed: $(tail -n 3 "$RGW_DIR/osd.err")" >&2; return 1; }
+	ceph-osd -c "$RGW_DIR/ceph.conf" -i 0 -f >>"$RGW_DIR/osd.err" 2>&1 &
+	echo $! >"$RGW_DIR/osd.pidv"
+	_rgw_wait 60 "osd.0 coming up" _rgw_osd_up || return 1
+
+	radosgw -c "$RGW_DIR/ceph.conf" -n client.rgw -f >>"$RGW_DIR/rgw.err" 2>&1 &
+	echo $! >"$RGW_DIR/rgw.pidv"
+	_rgw_wait 60 "radosgw listening on 127.0.0.1:$RGW_PORT" \
+		bash -c "exec 3<>/dev/tcp/127.0.0.1/$RGW_PORT" || return 1
+
+	RGW_ENDPOINT=http://127.0.0.1:$RGW_PORT
+	RGW_BUCKET=lazyroot
+	RGW_ACCESS_KEY=LAZYROOTTESTKEY00001
+	RGW_SECRET_KEY=$(head -c 30 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)
+	rgw_user tester "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" ||
+		{ echo "rgw: radosgw-admin user create failed" >&2; return 1; }
+	s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -X PUT "$RGW_ENDPOINT/$RGW_BUCKET" ||
+		{ echo "rgw: creating bucket $RGW_BUCKET failed" >&2; return 1; }
+	export AWS_ENDPOINT_URL=$RGW_ENDPOINT AWS_ACCESS_KEY_ID=$RGW_ACCESS_KEY
+	export AWS_SECRET_ACCESS_KEY=$RGW_SECRET_KEY AWS_REGION=us-east-1
+	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_SHARED_CREDENTIALS_FILE AWS_DEFAULT_REGION
+}

@@ -20,6 +20,8 @@ static void usage(FILE *f)
 	        "`docker save` archive.\n"
 	        "\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
+        "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
+        "                     else $AWS_ENDPOINT_URL, else AWS)\n"
 	        "  --tag NAME[:TAG]   name to publish the image under (TAG defaults to latest)\n"
 	        "  --platform P       os/arch[/variant] to pick from a multi-platform OCI index\n"
 	        "                     (default: this host)\n"
@@ -70,10 +72,11 @@ static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
 
 int cmd_build(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL, O_THREADS, O_JSON,
-	       O_NOPROG, O_CONFIG };
+	enum { O_STORE = 256, O_S3_ENDPOINT, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL,
+	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
+		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "tag", required_argument, NULL, O_TAG },
 		{ "platform", required_argument, NULL, O_PLATFORM },
 		{ "config", required_argument, NULL, O_CONFIG },
@@ -102,6 +105,10 @@ int cmd_build(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_STORE: store_opt = optarg; break;
+		case O_S3_ENDPOINT:
+			if (tools_s3_endpoint(optarg) < 0)
+				return 2;
+			break;
 		case O_TAG: tag = optarg; break;
 		case O_PLATFORM: p.platform = optarg; break;
 		case O_CONFIG: config_path = optarg; break;

@@ -15,6 +15,15 @@ const char *tools_store_url(const char *opt)
 	return STORE_DEFAULT_URL;
 }
 
+int tools_s3_endpoint(const char *url)
+{
+	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
+		return log_error(-EINVAL, "--s3-endpoint '%s': want http[s]://HOST[:PORT]", url);
+	if (setenv("AWS_ENDPOINT_URL_S3", url, 1) < 0)
+		return log_errno(-errno, "--s3-endpoint '%s'", url);
+	return 0;
+}
+
 const char *tools_cache_dir(const char *opt)
 {
 	const char *env = getenv("LAZYROOT_CACHE");

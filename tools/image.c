@@ -21,9 +21,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: lazyroot image ls [--store URL] [--json]\n"
-	        "       lazyroot image inspect REF [--store URL] [--json]\n"
-	        "       lazyroot image extract REF DIR [--store URL]\n"
+	        "usage: lazyroot image ls [--store URL] [--s3-endpoint URL] [--json]\n"
+	        "       lazyroot image inspect REF [--store URL] [--s3-endpoint URL] [--json]\n"
+	        "       lazyroot image extract REF DIR [--store URL] [--s3-endpoint URL]\n"
 	        "\n"
 	        "REF is NAME[:TAG] or an index name (32 hex digits).\n"
 	        "  ls        the tags in the store and the index each names\n"
@@ -32,6 +32,9 @@ static void usage(FILE *f)
 	        "            every chunk read\n"
 	        "\n"
 	        "  --store URL   chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --s3-endpoint URL\n"
+	        "                endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
+	        "                else $AWS_ENDPOINT_URL, else AWS)\n"
 	        "  --json        machine-readable output\n",
 	        STORE_DEFAULT_URL);
 }
@@ -465,6 +468,7 @@ int cmd_image(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, 's' },
+		{ "s3-endpoint", required_argument, NULL, 'e' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -483,6 +487,10 @@ int cmd_image(int argc, char **argv)
 	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': store_opt = optarg; break;
+		case 'e':
+			if (tools_s3_endpoint(optarg) < 0)
+				return 2;
+			break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

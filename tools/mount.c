@@ -57,6 +57,8 @@ static void mount_usage(FILE *f)
 	        "then runs in the background until `lazyroot umount MOUNTPOINT`.\n"
 	        "\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
+        "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
+        "                     else $AWS_ENDPOINT_URL, else AWS)\n"
 	        "  --cache DIR        node-local cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
 	        "  --cache-memory SIZE  bytes of chunks kept in memory while the cache disk is\n"
@@ -413,10 +415,12 @@ static char *absolute_store_url(const char *url)
 
 int cmd_mount(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD, O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
+	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
+	       O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
 	       O_FETCH_TIMEOUT };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
+		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
 		{ "cache-memory", required_argument, NULL, O_CACHE_MEMORY },
@@ -447,6 +451,10 @@ int cmd_mount(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
 		switch (c) {
 		case O_STORE: o.store_url = optarg; break;
+		case O_S3_ENDPOINT:
+			if (tools_s3_endpoint(optarg) < 0)
+				return 2;
+			break;
 		case O_CACHE: o.cache_dir = optarg; break;
 		case O_CACHE_SIZE:
 			if (parse_size(optarg, &o.cache_size) < 0 || o.cache_size == 0) {

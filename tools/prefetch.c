@@ -25,6 +25,8 @@ static void usage(FILE *f)
 	        "the files under each PATH (a path inside the image).\n"
 	        "\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
+        "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
+        "                     else $AWS_ENDPOINT_URL, else AWS)\n"
 	        "  --cache DIR        cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
 	        "  --fetch-timeout S  seconds a chunk is retried on a failing remote store\n"
@@ -168,9 +170,10 @@ static void start_more(struct prefetch *p)
 
 int cmd_cache_prefetch(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT };
+	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
+		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_SIZE },
@@ -195,6 +198,10 @@ int cmd_cache_prefetch(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_STORE: store_opt = optarg; break;
+		case O_S3_ENDPOINT:
+			if (tools_s3_endpoint(optarg) < 0)
+				return 2;
+			break;
 		case O_FETCH_TIMEOUT:
 			if (parse_uint(optarg, 86400, &fetch_timeout) < 0) {
 				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);

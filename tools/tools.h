@@ -24,6 +24,12 @@ const char *tools_cache_dir(const char *opt);
 
 int cmd_cache_prefetch(int argc, char **argv);
 
+/* --s3-endpoint URL: the endpoint every s3:// store opened from now on uses
+ * (it sets AWS_ENDPOINT_URL_S3, which s3 stores read first, so that build
+ * workers and the mount daemon see it too).  Logs and returns -EINVAL for a
+ * URL that is not http[s]://. */
+int tools_s3_endpoint(const char *url);
+
 /* A mapped index file and the reader over it. */
 struct image;
 struct store;

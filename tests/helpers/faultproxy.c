@@ -224,7 +224,7 @@ static int forward(const struct sbuf *req, size_t head_len, bool whole, struct s
 	/* request line as HTTP/1.0; drop Connection headers; keep the rest */
 	sbuf_add(&out, req->p, (size_t)(v - req->p));
 	sbuf_add(&out, " HTTP/1.0", 9);
-	for (const char *p = line_end; p < req->p + head_len - 2;) {
+	for (const char *p = line_end; p < req->p + head_len - 4;) {
 		const char *e = strstr(p + 2, "\r\n");
 
 		if (!e)

@@ -14,6 +14,8 @@
 #   rgw_admin ARGS...   radosgw-admin against this cluster
 #   rgw_user UID ACCESS SECRET
 #                       create another S3 user with these keys
+#   rgw_key ACCESS SECRET
+#                       give the test user (the bucket's owner) another pair of keys
 #   s3_curl KEY SECRET CURL-ARGS...
 #                       curl with SigV4 against RGW (for setup only: making buckets)
 #
@@ -74,6 +76,10 @@ s3_curl() {  # KEY SECRET ARGS...
 
 rgw_user() {  # UID ACCESS SECRET
 	rgw_admin user create --uid "$1" --display-name "$1" --access-key "$2" --secret "$3" >/dev/null
+}
+
+rgw_key() {  # ACCESS SECRET
+	rgw_admin key create --uid tester --key-type s3 --access-key "$1" --secret "$2" >/dev/null
 }
 
 _rgw_osd_up() {

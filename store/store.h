@@ -5,6 +5,7 @@
  *   dir:/path or /path     files under a fan-out directory tree
  *   http://… or https://…  an HTTP server that stores PUT bodies (nginx
  *                          WebDAV); see "HTTP" below
+ *   s3://BUCKET[/PREFIX]   an S3-compatible object store; see "S3" below
  *   URL,URL,…              mirrors: see "Mirrors" below
  *
  * Keys are '/'-separated names: "chunks/<32 hex>", "indexes/<32 hex>",
@@ -32,6 +33,22 @@
  * see bench/RESULTS.md), LAZYROOT_HTTP_CONNECT_TIMEOUT (seconds, default 5)
  * and LAZYROOT_HTTP_LOW_SPEED_TIME (a transfer moving under 1 KiB/s for this
  * many seconds is dropped and retried; default 10).
+ *
+ * S3: the HTTP store's machinery (transfers, retries, timeouts, tuning, TLS
+ * and proxy variables are the same) with path-style URLs
+ * ENDPOINT/BUCKET/PREFIX/<the dir layout>, every request signed with SigV4
+ * by libcurl.  ENDPOINT is $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL (the
+ * tools' --s3-endpoint sets the first), else https://s3.REGION.amazonaws.com;
+ * REGION $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1; keys
+ * $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (and $AWS_SESSION_TOKEN, sent
+ * as x-amz-security-token), else the profile $AWS_PROFILE (else "default") of
+ * the shared credentials file $AWS_SHARED_CREDENTIALS_FILE (else
+ * ~/.aws/credentials); with no keys anywhere requests go unsigned (public
+ * buckets).  A PUT carries the sha256 of its body, which the server checks.
+ * list is ListObjectsV2 (pages of $LAZYROOT_S3_LIST_MAX_KEYS keys, default
+ * the server's 1000), any prefix.  Status mapping as for HTTP, except that
+ * 404 NoSuchBucket is -ENXIO, not a missing object; failures name the URL
+ * and the server's error Code (log_detail), e.g. SignatureDoesNotMatch.
  *
  * Mirrors: several store URLs joined by ',' (a URL that holds a ',' must
  * spell it %2C), read in order.  A get goes to the first mirror; when it

@@ -25,14 +25,29 @@ static bool bucket_char(char c)
 	return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';
 }
 
-int s3_parse_url(const char *url, char **ret_bucket, char **ret_prefix)
+int s3_parse_url(const char *url, char **ret_endpoint, char **ret_bucket, char **ret_prefix)
 {
 	const char *b, *slash, *p;
-	size_t bl, pl;
+	size_t bl, pl, el = 0;
 
-	if (strncmp(url, "s3://", 5))
+	*ret_endpoint = NULL;
+	if (!strncmp(url, "s3+http://", 10) || !strncmp(url, "s3+https://", 11)) {
+		/* s3+http[s]://HOST[:PORT]/BUCKET[/PREFIX]: the endpoint in the URL */
+		const char *host = url + (url[7] == 's' ? 11 : 10);
+		const char *e = strchrnul(host, '/');
+
+		if (e == host || !*e)
+			return -EINVAL;
+		for (const char *c = host; c < e; c++)
+			if (!isalnum((unsigned char)*c) && !strchr("-.:[]_", *c))
+				return -EINVAL;
+		el = (size_t)(e - url) - 3;   /* without "s3+" */
+		b = e + 1;
+	} else if (!strncmp(url, "s3://", 5)) {
+		b = url + 5;
+	} else {
 		return -EINVAL;
-	b = url + 5;
+	}
 	slash = strchrnul(b, '/');
 	bl = (size_t)(slash - b);
 	if (bl < 3 || bl > 63)
@@ -48,14 +63,18 @@ int s3_parse_url(const char *url, char **ret_bucket, char **ret_prefix)
 		return -EINVAL;
 	*ret_bucket = strndup(b, bl);
 	*ret_prefix = strndup(p, pl);
-	if (!*ret_bucket || !*ret_prefix) {
+	if (el)
+		*ret_endpoint = strndup(url + 3, el);
+	if (!*ret_bucket || !*ret_prefix || (el && !*ret_endpoint)) {
 		free(*ret_bucket);
 		free(*ret_prefix);
+		free(*ret_endpoint);
 		return -ENOMEM;
 	}
 	if (pl && !store_key_valid(*ret_prefix)) {
 		free(*ret_bucket);
 		free(*ret_prefix);
+		free(*ret_endpoint);
 		return -EINVAL;
 	}
 	return 0;
@@ -236,12 +255,15 @@ int s3_conf_load(const char *url, struct s3_conf *c)
 	int r;
 
 	memset(c, 0, sizeof(*c));
-	r = s3_parse_url(url, &c->bucket, &c->prefix);
+	r = s3_parse_url(url, &c->endpoint, &c->bucket, &c->prefix);
 	if (r == -EINVAL)
-		return log_error(r, "store '%s': want s3://BUCKET[/PREFIX]", url);
+		return log_error(r, "store '%s': want s3://BUCKET[/PREFIX] or "
+		                 "s3+http[s]://HOST[:PORT]/BUCKET[/PREFIX]", url);
 	if (r < 0)
 		return r;
-	if (!endpoint)
+	if (c->endpoint)
+		endpoint = NULL;
+	else if (!endpoint)
 		endpoint = env("AWS_ENDPOINT_URL");
 	if (!region)
 		region = env("AWS_DEFAULT_REGION");
@@ -259,7 +281,8 @@ int s3_conf_load(const char *url, struct s3_conf *c)
 			goto fail;
 		}
 		c->endpoint = strdup(endpoint);
-	} else if (asprintf(&c->endpoint, "https://s3.%s.amazonaws.com", region) < 0) {
+	} else if (!c->endpoint &&
+	           asprintf(&c->endpoint, "https://s3.%s.amazonaws.com", region) < 0) {
 		c->endpoint = NULL;
 	}
 	if (!c->region || !c->endpoint) {

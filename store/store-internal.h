@@ -102,11 +102,13 @@ struct s3_conf {
 	char *access_key, *secret_key; /* NULL: anonymous requests, unsigned */
 	char *token;                   /* session token, or NULL */
 };
-/* s3://BUCKET[/PREFIX] → bucket and prefix (both new strings).  -EINVAL for
- * anything else: a bucket of 3-63 [A-Za-z0-9._-], a prefix store_key_valid()
- * accepts, no query or fragment. */
-int s3_parse_url(const char *url, char **ret_bucket, char **ret_prefix);
-/* Fill c from url and the environment: endpoint AWS_ENDPOINT_URL_S3, else
+/* s3://BUCKET[/PREFIX] → bucket and prefix (new strings), *ret_endpoint
+ * NULL; s3+http[s]://HOST[:PORT]/BUCKET[/PREFIX] → the endpoint
+ * http[s]://HOST[:PORT] too.  -EINVAL for anything else: a bucket of 3-63
+ * [A-Za-z0-9._-], a prefix store_key_valid() accepts, no query or fragment. */
+int s3_parse_url(const char *url, char **ret_endpoint, char **ret_bucket, char **ret_prefix);
+/* Fill c from url and the environment: endpoint the URL's own, else
+ * AWS_ENDPOINT_URL_S3, else
  * AWS_ENDPOINT_URL, else AWS's own; region AWS_REGION, else
  * AWS_DEFAULT_REGION, else us-east-1; keys AWS_ACCESS_KEY_ID,
  * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the shared credentials

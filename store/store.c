@@ -61,7 +61,7 @@ static int open_one(const char *url, struct store **ret)
 
 	if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
 		r = store_http_open(url, &s);
-	} else if (!strncmp(url, "s3://", 5)) {
+	} else if (!strncmp(url, "s3://", 5) || !strncmp(url, "s3+http", 7)) {
 		r = store_s3_open(url, &s);
 	} else {
 		if (!strncmp(url, "dir:", 4))

@@ -12,25 +12,43 @@
 
 static void test_s3__urls(void **state)
 {
-	char *b = NULL, *p = NULL;
+	char *ep = NULL, *b = NULL, *p = NULL;
 
-	assert_int_equal(s3_parse_url("s3://bucket/some/prefix/", &b, &p), 0);
+	assert_int_equal(s3_parse_url("s3://bucket/some/prefix/", &ep, &b, &p), 0);
 	assert_string_equal(b, "bucket");
 	assert_string_equal(p, "some/prefix");
+	assert_null(ep);
 	free(b);
 	free(p);
-	assert_int_equal(s3_parse_url("s3://my.bucket-1", &b, &p), 0);
+	assert_int_equal(s3_parse_url("s3+http://127.0.0.1:7480/bkt/a/b", &ep, &b, &p), 0);
+	assert_string_equal(ep, "http://127.0.0.1:7480");
+	assert_string_equal(b, "bkt");
+	assert_string_equal(p, "a/b");
+	free(ep);
+	free(b);
+	free(p);
+	assert_int_equal(s3_parse_url("s3+https://s3.example.com/bkt", &ep, &b, &p), 0);
+	assert_string_equal(ep, "https://s3.example.com");
+	assert_string_equal(p, "");
+	free(ep);
+	free(b);
+	free(p);
+	assert_int_equal(s3_parse_url("s3+http://host", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3+http:///bkt", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3+http://h@st/bkt", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3+ftp://host/bkt", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3://my.bucket-1", &ep, &b, &p), 0);
 	assert_string_equal(b, "my.bucket-1");
 	assert_string_equal(p, "");
 	free(b);
 	free(p);
-	assert_int_equal(s3_parse_url("s3://ab/x", &b, &p), -EINVAL);        /* too short */
-	assert_int_equal(s3_parse_url("s3://bu:cket/x", &b, &p), -EINVAL);
-	assert_int_equal(s3_parse_url("s3://bucket/../x", &b, &p), -EINVAL);
-	assert_int_equal(s3_parse_url("s3://bucket/a//b", &b, &p), -EINVAL);
-	assert_int_equal(s3_parse_url("s3://bucket/x?y", &b, &p), -EINVAL);
-	assert_int_equal(s3_parse_url("http://bucket/x", &b, &p), -EINVAL);
-	assert_int_equal(s3_parse_url("s3://", &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3://ab/x", &ep, &b, &p), -EINVAL);        /* too short */
+	assert_int_equal(s3_parse_url("s3://bu:cket/x", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3://bucket/../x", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3://bucket/a//b", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3://bucket/x?y", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("http://bucket/x", &ep, &b, &p), -EINVAL);
+	assert_int_equal(s3_parse_url("s3://", &ep, &b, &p), -EINVAL);
 }
 
 static void test_s3__strict_encoding(void **state)
@@ -157,6 +175,10 @@ static void test_s3__conf_from_the_environment(void **state)
 	assert_int_equal(s3_conf_load("s3://bkt", &c), 0);
 	assert_string_equal(c.region, "r2");
 	assert_string_equal(c.endpoint, "https://s3.example");
+	s3_conf_destroy(&c);
+	/* an endpoint in the URL wins over every variable */
+	assert_int_equal(s3_conf_load("s3+http://10.0.0.1:80/bkt", &c), 0);
+	assert_string_equal(c.endpoint, "http://10.0.0.1:80");
 	s3_conf_destroy(&c);
 
 	/* keys in the environment win over the file */

@@ -749,9 +749,10 @@ static int s3_list_step(struct xfer *x)
 	size_t skip = *h->s3->prefix ? strlen(h->s3->prefix) + 1 : 0;
 	int r = s3_parse_listing((const char *)x->body.data, x->body.len, &l);
 
+	if (r == -EBADMSG)
+		return log_error(r, "store '%s': %s is not a ListObjectsV2 answer", h->s->url, x->url);
 	if (r < 0)
-		return log_error(r == -EBADMSG ? -EBADMSG : r, "store '%s': %s is not a "
-		                 "ListObjectsV2 answer", h->s->url, x->url);
+		return r;
 	for (size_t i = 0; i < l.n && r >= 0; i++) {
 		const char *k = l.keys[i];
 		size_t kl = strlen(k);

@@ -129,7 +129,9 @@ int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, stor
  * A check may also go on elsewhere (another thread): it takes data's bytes
  * (moves *data out, leaving it empty), returns STORE_CHECK_LATER, and gives
  * its verdict later, once, on the loop's thread, with
- * store_check_done(later, verdict, data), data being the bytes it took. */
+ * store_check_done(later, verdict, data), data being the bytes it took.
+ * Meant for stores on a loop: without one, store_run() counts the get as
+ * running until its verdict is in (drive it with store_run_once() then). */
 struct store_check;
 #define STORE_CHECK_LATER 1
 typedef int (*store_check_fn)(void *ud, struct buf *data, struct store_check *later);

@@ -181,6 +181,35 @@ static void got_res(void *ud, int64_t res, struct buf *data)
 	r->first = res > 0 ? (char)data->data[0] : 0;
 }
 
+/* a check that answers later: it keeps the bytes and the handle */
+struct later {
+	struct res r;                  /* first: got_res() reads it */
+	struct store_check *sc;
+	struct buf data;
+	unsigned checks;
+};
+
+static int check_later(void *ud, struct buf *data, struct store_check *sc)
+{
+	struct later *l = ud;
+
+	l->sc = sc;
+	l->data = *data;
+	*data = (struct buf)BUF_INIT;
+	l->checks++;
+	return STORE_CHECK_LATER;
+}
+
+/* give the verdict on what check_later() kept: refuse "B…" */
+static void judge_later(struct later *l)
+{
+	struct buf d = l->data;
+
+	l->data = (struct buf)BUF_INIT;
+	store_check_done(l->sc, d.len && d.data[0] == 'B' ? -EBADMSG : 0, &d);
+	buf_free(&d);
+}
+
 static void test_http__mirrors_fail_over(void **state)
 {
 	struct store *a, *b, *m;
@@ -211,6 +240,27 @@ static void test_http__mirrors_fail_over(void **state)
 	assert_int_equal(r.res, 4);
 	assert_int_equal(r.first, 'G');
 	assert_int_equal(store_get_counters(m)->failovers, 2);
+	/* a verdict given later (a decoder thread's): refused, the next mirror is asked */
+	{
+		struct later l = { { 1, 0 }, NULL, BUF_INIT, 0 };
+
+		/* store_run() would wait for the verdict too: turn until the check ran */
+		assert_int_equal(store_get_checked(m, "indexes/bad", 0, 0, check_later, got_res, &l),
+		                 0);
+		for (int i = 0; i < 100 && l.checks < 1; i++)
+			assert_true(store_run_once(m) >= 0);
+		assert_int_equal(l.checks, 1);
+		assert_int_equal(l.r.res, 1);   /* no answer before the verdict */
+		judge_later(&l);
+		for (int i = 0; i < 100 && l.checks < 2; i++)
+			assert_true(store_run_once(m) >= 0);
+		assert_int_equal(l.checks, 2);
+		assert_int_equal(l.r.res, 1);
+		judge_later(&l);
+		assert_int_equal(l.r.res, 4);
+		assert_int_equal(l.r.first, 'G');
+		assert_int_equal(store_get_counters(m)->failovers, 3);
+	}
 	/* missing everywhere */
 	assert_int_equal(store_get_sync(m, "indexes/none", &out), -ENOENT);
 	/* puts go to the first only */

@@ -119,6 +119,8 @@ int load_index(struct store *s, const char *cache_dir, const char *hex,
 	if (r == 0)
 		return 0;
 	index_map_free(m);
+	if (!s)
+		return r;  /* the caller fetches it with a store if it must */
 	if (r != -ENOENT)
 		log_msg(LOG_WARN, "index %s: the cached copy is unusable (%s); fetching it again", hex,
 		        strerror(-r));

@@ -44,7 +44,8 @@ struct index_map {
 /* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it,
  * else fetched from the store (checked against its name), mapped from an
  * unnamed file in CACHE_DIR/indexes, and kept there by index_map_keep().
- * Logs its errors.  m must be zeroed. */
+ * Logs its errors.  m must be zeroed.  With s NULL, only a kept copy is
+ * mapped: -ENOENT (or why the copy is unusable), not logged, otherwise. */
 int load_index(struct store *s, const char *cache_dir, const char *hex, struct index_map *m);
 /* Make a fetched index durable and give it its name in the cache, so that the
  * next mount maps it without a fetch or a hash.  Blocks for an fsync of the

@@ -150,6 +150,12 @@ check test "$(find "$images" -mindepth 1 -maxdepth 1 -type d | wc -l)" = "$(wc -
 # image and --rootfs together are refused before anything happens
 check_status 125 "$LAZYROOT" run deb:plain --rootfs "$ROOTFS" -- /bin/true
 
+# --- by index name, on a node that keeps the index, a run needs no store at all
+check_status 0 irun "$(hex deb:plain)" --store "dir:$WORK/no-store" -- /bin/true
+err=$(irun "$(hex tree:test | tr 0-9a-f a-f0-9)" --store "dir:$WORK/no-store" -- /bin/true 2>&1) &&
+	fail "an index the node does not keep ran without its store"
+check test "$(wc -l <<<"$err")" = 1
+
 # --- the daemon of a shared mount dies: the next run mounts the image again
 dev=$(awk -v m="$plain" '$5 == m { print $3 }' /proc/self/mountinfo)
 pid=$(cat "$WORK/cache/mounts/$dev")

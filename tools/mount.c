@@ -337,6 +337,11 @@ static int run_background(const struct mount_opts *o)
 			close(devnull);
 		}
 		dup2(p[1], STDERR_FILENO);
+		/* Whatever else the caller left open (a pipe it waits on for EOF,
+		 * a lock) must not live on in the daemon. */
+		if (p[1] > 3)
+			syscall(SYS_close_range, 3, p[1] - 1, 0);
+		syscall(SYS_close_range, p[1] + 1, ~0u, 0);
 		if (chdir("/") < 0)
 			_exit(1);
 		_exit(serve(o, p[1]));

@@ -110,6 +110,10 @@ for i in 1 2; do
 	cat "$WORK/pair$i" >&2
 done
 exec {ready1}<&- {ready2}<&- {go1}<&- {go2}<&-
+# the daemon one of them started kept none of the fds the test had open (the fifos)
+cfgdev=$(awk -v m="$images/$(hex deb:config)" '$5 == m { print $3 }' /proc/self/mountinfo)
+cfgpid=$(cat "$WORK/cache/mounts/$cfgdev")
+check test "$(find "/proc/$cfgpid/fd" -lname "$sync/*" | wc -l)" = 0
 check test "$(node_mounts | wc -l)" = 3
 
 # --- the image config applies, and the options override it

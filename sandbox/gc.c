@@ -155,7 +155,11 @@ int launch_record_open(const char *name, struct launch_record *rec)
 
 	if (dfd < 0)
 		return log_errno(dfd, "launcher record directory '%s'", record_dir());
-	fd = lock_record(dfd, name, true);
+	/* Held for a moment by a collector removing a dead launcher's record of
+	 * the same name (pids wrap): wait up to a second before calling it in
+	 * use. */
+	for (int tries = 0; (fd = lock_record(dfd, name, true)) == -EBUSY && tries < 200; tries++)
+		nanosleep(&(struct timespec){ 0, 5 * 1000 * 1000 }, NULL);
 	if (fd == -EBUSY)
 		return log_error(-EBUSY, "sandbox name '%s' is in use by a running launcher", name);
 	if (fd < 0)

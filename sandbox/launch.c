@@ -515,6 +515,8 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		close(sp[0]);
 		close(out[0]);
 		close(err[0]);
+		/* The record's lock must end with the launcher, not with its init. */
+		close(rec.fd);
 		init_main(&c);
 	}
 	close_fd(&sp[1]);

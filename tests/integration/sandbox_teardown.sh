@@ -3,7 +3,8 @@
 # "signal") and leaves nothing. After SIGKILL of the launcher the sandbox's init dies with it
 # (PR_SET_PDEATHSIG) and the kernel kills the rest of its pid namespace, so no process and no
 # mount is left; the cgroups and the launcher's record are, until `lazyroot gc` or a later
-# `lazyroot run` removes them — and neither touches a sandbox whose launcher still runs.
+# `lazyroot run` removes them — and neither touches a sandbox whose launcher still runs. gc kills
+# what it still finds in a dead launcher's cgroups (v1 and cgroup2) before removing them.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 workdir
@@ -116,3 +117,26 @@ check_status 125 "$LAZYROOT" run --rootfs "$ROOTFS" --name "$held" --set "uid_ba
 kill_launcher
 check "$LAZYROOT" run --rootfs "$ROOTFS" --name "$held" --set "uid_base=$SB_UID_BASE" -- /bin/true
 check sb_no_leftovers
+
+# What gc finds still running in a dead launcher's cgroups, it kills first: a record (unlocked, as
+# a dead launcher's is) listing a v1 and a cgroup2 directory that hold a live process.
+orphan=$SB_NAME-orphan
+quiet_kill() { kill -KILL "$1" 2>/dev/null || true; }
+sleep 1000 &
+victim=$!
+cleanup_add quiet_kill "$victim"
+dirs=()
+for h in /sys/fs/cgroup/pids /sys/fs/cgroup/unified; do
+	mountpoint -q "$h" || continue
+	mkdir "$h/$orphan"
+	echo "$victim" >"$h/$orphan/cgroup.procs"
+	dirs+=("$h/$orphan")
+done
+check test "${#dirs[@]}" -gt 0
+{ echo "lazyroot launcher 1"; printf 'cgroup %s\n' "${dirs[@]}"; } >"$SB_RECORDS/$orphan"
+out=$("$LAZYROOT" gc)
+check grep -qx "removed $orphan" <<<"$out"
+wait "$victim" 2>/dev/null || true
+check_not kill -0 "$victim" 2>/dev/null
+check test -z "$(cgroups_of "$orphan")"
+check test ! -e "$SB_RECORDS/$orphan"

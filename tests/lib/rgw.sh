@@ -22,6 +22,9 @@
 # Ceph facts this relies on (FACTS.md): pool size 1, `osd crush chooseleaf type = 0` and
 # `mon allow pool size one = true` make one OSD healthy; radosgw does not need ceph-mgr.
 # Every daemon and client shares one cephx keyring made here; nothing listens beyond 127.0.0.1.
+# beast runs with tcp_nodelay=1: without it every answer on a kept-alive connection waited
+# ~40 ms for the client's delayed ACK (Nagle holds the last segment back): 100 sequential
+# 150 KB GETs took 2.9 s instead of 0.35-0.5 s.
 
 _rgw_free_port() {
 	local p
@@ -150,7 +153,7 @@ osd max object namespace len = 256
 [client.rgw]
 admin socket = $RGW_DIR/\$name.asok
 rgw data = $RGW_DIR/rgw
-rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
+rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
 rgw thread pool size = 64
 EOF
 	_rgw_keys || { echo "rgw: making keys failed" >&2; return 1; }

@@ -7,7 +7,12 @@
 #     PUTs are signed and sent again whole; the pushed image extracts exactly;
 #  2. through a real mount, each on a fresh cache: connection resets (every 3rd chunk
 #     request), HTTP 500 and 503 (every 2nd), bodies cut in half (every 3rd): every byte
-#     read through the mount is right, no read fails, and the retries are counted.
+#     read through the mount is right, no read fails, and the retries are counted;
+#  3. the store goes away during a workload (the proxy refuses every connection): a read of
+#     a missing chunk fails with EIO after --fetch-timeout, the mount stays and keeps
+#     serving what it has; once the store is back the same mount serves everything;
+#  4. two S3 mirrors, the first (through the proxy) flipping a bit in every chunk body:
+#     no flipped byte is served, the second mirror serves each chunk, counted.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/nginx.sh"
 . "$(dirname "$0")/../lib/rgw.sh"
@@ -72,3 +77,37 @@ for f in "reset 3" "500 2" "503 2" "truncate 3"; do
 	check test "$(stat_of errors)" -eq 0
 	unmount_it
 done
+
+# --- 3. the store goes away during a workload, then comes back
+cache=$WORK/cache-down
+fault ""
+check "$LAZYROOT" mount f:1 "$mnt" --store "$store" --s3-endpoint "$PROXY_URL" --cache "$cache" \
+	--fetch-timeout 2
+check cmp "$WORK/src/big/b00" "$mnt/big/b00"
+fault down
+start=$SECONDS
+err=$(cat "$mnt/big/b01" 2>&1 >/dev/null) && fail "a read succeeded with the store down"
+took=$((SECONDS - start))
+log "store down: read failed after ${took}s: $err"
+check grep -q "Input/output error" <<<"$err"
+check test "$took" -ge 1
+check test "$took" -le 15
+check mountpoint -q "$mnt"
+check cmp "$WORK/src/big/b00" "$mnt/big/b00"   # cached: still served
+fault ""
+check cmp "$WORK/src/big/b01" "$mnt/big/b01"
+check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
+unmount_it
+
+# --- 4. a mirror that corrupts chunks: the same bucket through the proxy, then directly
+cache=$WORK/cache-flip
+fault "flip 1 match /chunks/"
+check "$LAZYROOT" mount f:1 "$mnt" --cache "$cache" \
+	--store "s3+$PROXY_URL/$RGW_BUCKET/faults,s3+$RGW_ENDPOINT/$RGW_BUCKET/faults"
+check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
+log "corrupt mirror: $(stat_of verify_failures) verify failures, $(stat_of store_failovers) failovers"
+check test "$(stat_of verify_failures)" -gt 0
+check test "$(stat_of store_failovers)" -eq "$(stat_of verify_failures)"
+check test "$(stat_of errors)" -eq 0
+unmount_it
+fault ""

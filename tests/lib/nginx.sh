@@ -7,6 +7,9 @@
 #                            port; sets NGINX_URL (http://127.0.0.1:PORT), NGINX_PORT and
 #                            NGINX_PID, stops it at exit; the access log, one line per
 #                            request, is $NGINX_DIR/access.log
+#                            With NGINX_TLS=1 it speaks HTTPS instead, with a fresh
+#                            self-signed certificate for 127.0.0.1 ($NGINX_CERT; NGINX_URL
+#                            is https://127.0.0.1:PORT)
 #   nginx_stop               stop it now
 #   wait_port PORT           poll 127.0.0.1:PORT until it accepts (bounded: 10 s)
 #   faultproxy_start PORT    start build/tests/faultproxy in front of 127.0.0.1:PORT; sets
@@ -35,6 +38,17 @@ nginx_start() {
 	mkdir -p "$data/.tmp"
 	NGINX_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-nginx.XXXXXX")
 	cleanup_add rm -rf "$NGINX_DIR"
+	local listen_opts="" tls="" scheme=http
+	if [ "${NGINX_TLS:-0}" = 1 ]; then
+		command -v openssl >/dev/null || { echo "openssl is missing (scripts/install-deps test)" >&2; return 77; }
+		NGINX_CERT=$NGINX_DIR/cert.pem
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+			-addext subjectAltName=IP:127.0.0.1 -keyout "$NGINX_DIR/key.pem" \
+			-out "$NGINX_CERT" 2>/dev/null || { echo "openssl could not make a certificate" >&2; return 1; }
+		listen_opts=" ssl"
+		tls="ssl_certificate $NGINX_CERT; ssl_certificate_key $NGINX_DIR/key.pem;"
+		scheme=https
+	fi
 	for try in $(seq 20); do
 		port=$((20000 + RANDOM % 40000))
 		cat >"$NGINX_DIR/nginx.conf" <<EOF
@@ -58,7 +72,8 @@ http {
 	keepalive_timeout 120s;
 	default_type application/octet-stream;
 	server {
-		listen 127.0.0.1:$port;
+		listen 127.0.0.1:$port$listen_opts;
+		$tls
 		root $data;
 		client_max_body_size 0;
 		dav_methods PUT;
@@ -82,7 +97,7 @@ EOF
 		done
 		if kill -0 "$NGINX_PID" 2>/dev/null; then
 			NGINX_PORT=$port
-			NGINX_URL=http://127.0.0.1:$port
+			NGINX_URL=$scheme://127.0.0.1:$port
 			cleanup_add nginx_stop
 			return 0
 		fi

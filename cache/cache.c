@@ -78,6 +78,7 @@ struct flight {
 	uint8_t *data;                   /* ch.size bytes; verified once `ready` */
 	bool ready;                      /* joiners are served from data at once */
 	bool fetched;                    /* the bytes came from the store: readers missed */
+	bool alone;                      /* fetched with no other fetch in flight */
 	int fd;
 	size_t done;                     /* bytes read or written so far */
 	int fail;                        /* flight_fail_later(): the error */
@@ -102,6 +103,10 @@ struct cache {
 	struct cache_stats *st;          /* DIR/stats, MAP_SHARED */
 	uint64_t limit, memory_limit;
 	unsigned max_fetches, fetching;
+	uint32_t near_us;                /* cache_params.near_latency_us, resolved */
+	uint32_t lat_us[CACHE_NEAR_WINDOW];  /* the last lone fetches' latencies, a ring */
+	unsigned nlat;                   /* lone fetches recorded, up to the window */
+	unsigned lat_next;
 	pid_t pid;
 	struct centry **buckets;
 	size_t nbuckets, nentries;
@@ -364,7 +369,9 @@ static void count_served(struct cache *c, const struct cache_chunk *ch, uint32_t
 	}
 }
 
-static void count_latency(struct cache *c, uint64_t ns)
+/* alone: no other fetch was in flight when it started, so that its latency
+ * is the store's own and not time spent queued behind our other fetches. */
+static void count_latency(struct cache *c, uint64_t ns, bool alone)
 {
 	uint64_t us = ns / 1000;
 	unsigned i = 0;
@@ -373,6 +380,24 @@ static void count_latency(struct cache *c, uint64_t ns)
 		i++;
 	stat_add(&c->st->fetch_latency[i], 1);
 	stat_add(&c->st->fetch_latency_sum_us, us);
+	if (!alone)
+		return;
+	c->lat_us[c->lat_next] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+	c->lat_next = (c->lat_next + 1) % CACHE_NEAR_WINDOW;
+	if (c->nlat < CACHE_NEAR_WINDOW)
+		c->nlat++;
+}
+
+/* Two lone fetches at least, so that one slow first connection proves nothing. */
+bool cache_store_slow(const struct cache *c)
+{
+	uint32_t least = UINT32_MAX;
+
+	if (c->near_us == UINT32_MAX || c->nlat < 2)
+		return false;
+	for (unsigned i = 0; i < c->nlat; i++)
+		least = MIN(least, c->lat_us[i]);
+	return least >= c->near_us;
 }
 
 /* ---- completing readers ---------------------------------------------------- */
@@ -794,7 +819,7 @@ static void fetch_cb(void *ud, int64_t res, struct buf *data)
 
 	c->fetching--;
 	stat_sub(&c->st->inflight, 1);
-	count_latency(c, now_ns() - f->t0);
+	count_latency(c, now_ns() - f->t0, f->alone);
 	fetch_next(c);
 	if (res < 0) {
 		if (res != -EBADMSG)
@@ -817,6 +842,7 @@ static void fetch_start(struct flight *f)
 	int r;
 
 	snprintf(key, sizeof(key), "chunks/%s", f->hex);
+	f->alone = c->fetching == 0;
 	c->fetching++;
 	stat_add(&c->st->inflight, 1);
 	f->t0 = now_ns();
@@ -965,7 +991,8 @@ static int hit_start(struct cache *c, struct store *s, const struct cache_chunk 
 }
 
 /* Start loading ch for w (ownership of w passes on success): verify the file
- * when on_disk, else fetch; join the flight when one exists. */
+ * when on_disk, else fetch; join the flight when one exists.  Returns 1 when
+ * this started a fetch from the store, else 0 or -errno. */
 static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
                       struct waiter *w, bool on_disk)
 {
@@ -1012,15 +1039,21 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 			return -ENOMEM;
 		}
 		verify_start(f);
-	} else {
-		flight_to_fetch(f);
+		return 0;
 	}
-	return 0;
+	flight_to_fetch(f);
+	return 1;
 }
 
+static void near_done(void *ud, int res)
+{
+	/* a neighbour is a guess: a failure shows when it is really read */
+}
+
+/* Returns 1 when this started a fetch from the store, else 0 or -errno. */
 static int cache_request(struct cache *c, struct store *s, const struct cache_chunk *ch,
                          uint32_t off, uint32_t len, void *dst, int image, bool warm,
-                         cache_cb cb, void *ud)
+                         const struct cache_chunk *near, unsigned nnear, cache_cb cb, void *ud)
 {
 	struct waiter tmp = { NULL, dst, off, len, image, cb, ud }, *w;
 	struct centry *e;
@@ -1066,9 +1099,32 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 		return -ENOMEM;
 	*w = tmp;
 	r = start_load(c, s, ch, w, e && e->on_disk);
-	if (r < 0)
+	if (r < 0) {
 		free(w);
+		return r;
+	}
+	/* queued behind ch's own fetch, so that they never delay it; those in
+	 * flight already (ch itself among them) need nothing more */
+	if (r == 1 && nnear && cache_store_slow(c))
+		for (unsigned i = 0; i < nnear; i++) {
+			int rn;
+
+			if (*flight_slot(c, near[i].name))
+				continue;
+			rn = cache_request(c, s, &near[i], 0, 0, NULL, image, false, NULL, 0, near_done,
+			                   NULL);
+			if (rn < 0)
+				break;
+			if (rn == 1)
+				stat_add(&c->st->near_fetches, 1);
+		}
 	return r;
+}
+
+/* cache_request()'s result as the public functions give it: 0 or -errno. */
+static int as_status(int r)
+{
+	return r < 0 ? r : 0;
 }
 
 int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, uint32_t off,
@@ -1076,19 +1132,28 @@ int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, u
 {
 	if (!dst)
 		return -EINVAL;
-	return cache_request(c, s, ch, off, len, dst, image, false, cb, ud);
+	return as_status(cache_request(c, s, ch, off, len, dst, image, false, NULL, 0, cb, ud));
+}
+
+int cache_read_near(struct cache *c, struct store *s, const struct cache_chunk *ch, uint32_t off,
+                    uint32_t len, void *dst, int image, const struct cache_chunk *near,
+                    unsigned nnear, cache_cb cb, void *ud)
+{
+	if (!dst)
+		return -EINVAL;
+	return as_status(cache_request(c, s, ch, off, len, dst, image, false, near, nnear, cb, ud));
 }
 
 int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
                    cache_cb cb, void *ud)
 {
-	return cache_request(c, s, ch, 0, 0, NULL, image, false, cb, ud);
+	return as_status(cache_request(c, s, ch, 0, 0, NULL, image, false, NULL, 0, cb, ud));
 }
 
 int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
                     cache_cb cb, void *ud)
 {
-	return cache_request(c, s, ch, 0, 0, NULL, image, true, cb, ud);
+	return as_status(cache_request(c, s, ch, 0, 0, NULL, image, true, NULL, 0, cb, ud));
 }
 
 /* ---- images ---------------------------------------------------------------- */
@@ -1239,6 +1304,25 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	c->limit = p->limit ? p->limit : CACHE_DEFAULT_LIMIT;
 	c->memory_limit = p->memory_limit;
 	c->max_fetches = p->max_fetches ? p->max_fetches : CACHE_DEFAULT_FETCHES;
+	c->near_us = p->near_latency_us;
+	if (!c->near_us) {
+		const char *e = getenv("LAZYROOT_CACHE_NEAR_MS");
+		char *end;
+		unsigned long ms;
+
+		c->near_us = CACHE_DEFAULT_NEAR_US;
+		if (e && !strcmp(e, "off")) {
+			c->near_us = UINT32_MAX;
+		} else if (e && *e) {
+			errno = 0;
+			ms = strtoul(e, &end, 10);
+			if (*end || errno || ms > UINT32_MAX / 1000 - 1)
+				log_msg(LOG_WARN, "LAZYROOT_CACHE_NEAR_MS '%s': want milliseconds or off; "
+				        "using %u ms", e, CACHE_DEFAULT_NEAR_US / 1000);
+			else
+				c->near_us = (uint32_t)ms * 1000;
+		}
+	}
 	c->pid = getpid();
 	c->nbuckets = 1024;
 	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));

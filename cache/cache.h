@@ -56,7 +56,25 @@ struct cache_params {
 	uint64_t limit;          /* bytes of chunk files to keep at most */
 	uint64_t memory_limit;   /* bytes of chunks held in memory when the disk is full */
 	unsigned max_fetches;    /* store fetches in flight at once (0: a default) */
+	/* cache_read_near(): a miss also fetches its neighbours when the fastest
+	 * of the last CACHE_NEAR_WINDOW lone fetches took at least this long, in
+	 * µs.  0: $LAZYROOT_CACHE_NEAR_MS (milliseconds, or "off"), else
+	 * CACHE_DEFAULT_NEAR_US; UINT32_MAX: never. */
+	uint32_t near_latency_us;
 };
+
+/*
+ * How slow the store is: the least latency of the last CACHE_NEAR_WINDOW
+ * fetches that started with no other fetch in flight.  Lone fetches, so that
+ * time queued behind our own fetches does not count; the least, so that a
+ * busy local disk (whose lone fetches took 0.2–24 ms, most under 2 ms, on
+ * the shared test machine) is not taken for a store that makes every fetch
+ * wait a round trip (10 ms through the benchmark's delaying proxy: never
+ * under 10 ms).  Fetching guesses from such a disk only queues its reader
+ * behind them.
+ */
+#define CACHE_NEAR_WINDOW 8
+#define CACHE_DEFAULT_NEAR_US 5000
 
 int cache_open(const struct cache_params *p, struct loop *loop, struct cache **ret);
 /* Free a cache with no read in flight (drive the loop until they end). */
@@ -76,6 +94,23 @@ typedef void (*cache_cb)(void *ud, int res);
  */
 int cache_read(struct cache *c, struct store *s, const struct cache_chunk *ch, uint32_t off,
                uint32_t len, void *dst, int image, cache_cb cb, void *ud);
+
+/*
+ * cache_read() for a reader that will likely want near[0..nnear) next (the
+ * rest of its file; the chunks after a small file's in build order, which
+ * hold the files beside it).  When ch is missing and the store is slow
+ * (near_latency_us), the near chunks neither cached nor in flight are fetched
+ * too, in parallel with ch and queued behind it, so that the reader finds
+ * them cached instead of paying a round trip for each in turn; they count as
+ * near_fetches.  On a fast store, or when ch is cached or in flight, this is
+ * cache_read().  near is read during the call only.  Cost: at most nnear
+ * extra fetches per miss.
+ */
+int cache_read_near(struct cache *c, struct store *s, const struct cache_chunk *ch, uint32_t off,
+                    uint32_t len, void *dst, int image, const struct cache_chunk *near,
+                    unsigned nnear, cache_cb cb, void *ud);
+/* True when cache_read_near() would fetch neighbours now. */
+bool cache_store_slow(const struct cache *c);
 
 /* Make sure ch is in the cache (a fetch when missing; no copy).  Used for
  * read-ahead and `lazyroot cache prefetch`; cb gets 0 or -errno. */
@@ -134,6 +169,9 @@ struct cache_stats {
 	/* what the stores the daemons fetch from did: requests, retries of
 	 * transient failures, mirror failovers, operations that failed for good */
 	struct store_counters store;
+	/* fetches cache_read_near() started for a miss's neighbours, not for a
+	 * reader (appended: a file of an earlier daemon holds 0 here) */
+	uint64_t near_fetches;
 };
 
 /* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */

@@ -89,6 +89,8 @@ static void print_table(const char *dir, const struct cache_stats *st)
 	printf("  %-18s %llu (%s)\n", "evictions", (unsigned long long)st->evictions,
 	       format_size(st->evicted_bytes, a, sizeof(a)));
 	printf("  %-18s %llu\n", "memory served", (unsigned long long)st->memory_served);
+	printf("  %-18s %llu (with a miss, the store being slow)\n", "fetched ahead",
+	       (unsigned long long)st->near_fetches);
 	printf("  %-18s %llu requests, %llu retries, %llu failovers, %llu failures\n", "store",
 	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
 	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures);
@@ -115,7 +117,7 @@ static void print_json(const struct cache_stats *st)
 	       "\"verify_failures\":%llu,\"errors\":%llu,\"evictions\":%llu,"
 	       "\"evicted_bytes\":%llu,\"memory_served\":%llu,\"fetch_latency_sum_us\":%llu,"
 	       "\"store_requests\":%llu,\"store_retries\":%llu,\"store_failovers\":%llu,"
-	       "\"store_failures\":%llu,\"fetch_latency_us\":[",
+	       "\"store_failures\":%llu,\"near_fetches\":%llu,\"fetch_latency_us\":[",
 	       (unsigned long long)st->used, (unsigned long long)st->limit,
 	       (unsigned long long)st->inflight, (unsigned long long)st->hits,
 	       (unsigned long long)st->misses, (unsigned long long)st->fetched_bytes,
@@ -125,7 +127,8 @@ static void print_json(const struct cache_stats *st)
 	       (unsigned long long)st->memory_served,
 	       (unsigned long long)st->fetch_latency_sum_us,
 	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
-	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures);
+	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures,
+	       (unsigned long long)st->near_fetches);
 	/* the last bucket holds everything slower: no upper bound */
 	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++) {
 		if (i == CACHE_LATENCY_BUCKETS - 1)
@@ -211,6 +214,8 @@ static void print_prometheus(const struct cache_stats *st)
 		  store.failovers),
 		F("store_failures_total", "counter", "Store operations that failed for good.",
 		  store.failures),
+		F("near_fetches_total", "counter",
+		  "Fetches of a miss's neighbours, the store being slow.", near_fetches),
 #undef F
 	};
 	static const struct {

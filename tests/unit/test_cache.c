@@ -1,7 +1,7 @@
 /* test_cache.c — the chunk cache against real files, a real dir: store and a
  * real loop: hits and misses, single flight, eviction, corruption on disk and
  * in the store, a full cache disk, two daemons on one directory, counters,
- * verify and trim. */
+ * verify and trim, neighbours fetched on a slow store only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -575,6 +575,112 @@ static void test_cache__per_image_counters_and_slots(void **state)
 	cache_free(c);
 }
 
+static struct cache *open_cache_near(uint32_t near_us)
+{
+	struct cache_params p = { .dir = cdir, .near_latency_us = near_us };
+	struct cache *c = NULL;
+
+	assert_int_equal(cache_open(&p, loop, &c), 0);
+	return c;
+}
+
+static bool cached(const struct cache_chunk *ch)
+{
+	char path[256];
+
+	chunk_path(ch, path, sizeof(path));
+	return access(path, F_OK) == 0;
+}
+
+/* Read all of chunk i with neighbours near[0..nnear) and check the bytes. */
+static void read_near_check(struct cache *c, unsigned i, const struct cache_chunk *ch,
+                            const struct cache_chunk *near, unsigned nnear)
+{
+	uint8_t *want = malloc(ch->size), *got = malloc(ch->size);
+	struct res r = { 0 };
+
+	fill(want, ch->size, i);
+	assert_int_equal(cache_read_near(c, store, ch, 0, ch->size, got, -1, near, nnear, res_cb,
+	                                 &r), 0);
+	assert_int_equal(r.calls, 0);
+	drain();
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.res, (int)ch->size);
+	assert_memory_equal(got, want, ch->size);
+	free(want);
+	free(got);
+}
+
+/* A store faster than the threshold (no fetch here takes 71 minutes): a miss
+ * fetches only what is read, as cache_read() does. */
+static void test_cache__near_not_fetched_from_a_fast_store(void **state)
+{
+	struct cache_chunk ch[6];
+	const struct cache_stats *st;
+	struct cache *c;
+
+	for (unsigned i = 0; i < 6; i++)
+		put_chunk(i, 20000 + i * 1000, &ch[i]);
+	c = open_cache_near(UINT32_MAX - 1);
+	st = stats();
+	for (unsigned i = 0; i < 4; i++)
+		read_near_check(c, i, &ch[i], &ch[i + 1], 2);
+	assert_false(cache_store_slow(c));
+	assert_int_equal(fetches(st), 4);
+	assert_int_equal(st->misses, 4);
+	assert_int_equal(st->near_fetches, 0);
+	assert_false(cached(&ch[4]));
+	assert_false(cached(&ch[5]));
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+/* A store slower than the threshold (every fetch takes 1 µs or more): once
+ * two fetches have shown it, a miss also fetches its neighbours, which the
+ * next reads then hit; a hit fetches nothing more. */
+static void test_cache__near_fetched_from_a_slow_store(void **state)
+{
+	struct cache_chunk ch[8];
+	const struct cache_stats *st;
+	struct cache *c;
+
+	for (unsigned i = 0; i < 8; i++)
+		put_chunk(i, 20000 + i * 1000, &ch[i]);
+	c = open_cache_near(1);
+	st = stats();
+	/* not known slow before two fetches */
+	assert_false(cache_store_slow(c));
+	read_near_check(c, 0, &ch[0], &ch[1], 1);
+	assert_false(cached(&ch[1]));
+	assert_false(cache_store_slow(c));
+	read_near_check(c, 7, &ch[7], &ch[1], 1);
+	assert_false(cached(&ch[1]));
+	assert_int_equal(fetches(st), 2);
+	assert_true(cache_store_slow(c));
+	/* a miss on 1 fetches 2, 3 and 4 too */
+	read_near_check(c, 1, &ch[1], &ch[2], 3);
+	assert_int_equal(fetches(st), 6);
+	assert_int_equal(st->near_fetches, 3);
+	assert_int_equal(st->misses, 3);
+	for (unsigned i = 2; i <= 4; i++)
+		assert_true(cached(&ch[i]));
+	assert_false(cached(&ch[5]));
+	/* the neighbours are hits; a hit asks for no neighbours */
+	read_near_check(c, 2, &ch[2], &ch[5], 1);
+	read_near_check(c, 3, &ch[3], &ch[5], 1);
+	assert_int_equal(st->hits, 2);
+	assert_int_equal(fetches(st), 6);
+	assert_false(cached(&ch[5]));
+	/* neighbours that are cached already are not fetched again */
+	read_near_check(c, 5, &ch[5], &ch[2], 3);
+	assert_int_equal(fetches(st), 7);
+	assert_int_equal(st->near_fetches, 3);
+	assert_int_equal(st->misses, 4);
+	assert_int_equal(st->inflight, 0);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -595,6 +701,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cache__readahead_verifies_files_from_disk, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__per_image_counters_and_slots, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__near_not_fetched_from_a_fast_store, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__near_fetched_from_a_slow_store, setup,
 		                                teardown),
 	};
 

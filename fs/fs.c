@@ -66,6 +66,21 @@
  * zeroed 256 pages, and a cold sequential read of cc1 spent a third of the
  * daemon's time doing so.  Sixteen cover the readahead window in flight. */
 #define FS_SPARE_BUFS 16
+/* On a slow store (cache_store_slow: each fetch a round trip), a miss also
+ * fetches, in parallel and queued behind it, what the reader will likely ask
+ * for next, each of which would otherwise be one more round trip in turn:
+ *  - the file's other chunks, when the file is at most FS_WHOLE_MAX bytes: a
+ *    program reads a library or an executable it maps whole, but in two to
+ *    four rounds (the ELF header, then faults over its segments);
+ *  - for a small file (at most FS_NEAR_FILE_MAX), the FS_NEAR_CHUNKS chunks
+ *    after its last in build order: the builder packs small files in walk
+ *    order, so they hold the files beside it in its directory.
+ * On a fast store none: a local disk gains nothing from guesses, and its
+ * reader would queue behind them. */
+#define FS_WHOLE_MAX (8 << 20)
+#define FS_NEAR_FILE_MAX (256 * 1024)
+#define FS_NEAR_CHUNKS 4
+#define FS_NEAR_MAX 64                  /* chunks fetched with one miss at most */
 
 /* Per file being read: where the last read ended, to tell sequential from
  * random.  Kept per inode, not per open file: there is no OPEN (fs_open). */
@@ -511,13 +526,58 @@ static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_stream *st, uint6
 	}
 }
 
-/* Start one cache_read per extent piece of [off, off+len) and zero the
- * holes.  Pieces that start count toward rd->pending. */
-static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t off)
+static bool near_add(struct fs *f, uint32_t idx, struct cache_chunk near[FS_NEAR_MAX],
+                     unsigned *n)
+{
+	struct image_chunk ic;
+
+	if (*n >= FS_NEAR_MAX || image_chunk(f->p.image, idx, &ic) < 0)
+		return false;
+	to_cache_chunk(&ic, &near[(*n)++]);
+	return true;
+}
+
+/* What a slow store should fetch with a miss on file ino of size bytes (see
+ * FS_WHOLE_MAX), for cache_read_near().  Cost: O(extents of the file). */
+static unsigned near_chunks(struct fs *f, fuse_ino_t ino, uint64_t size,
+                            struct cache_chunk near[FS_NEAR_MAX])
+{
+	uint32_t last = IMAGE_CHUNK_NONE;
+	unsigned n = 0;
+	int64_t count = image_extent_count(f->p.image, ino);
+
+	if (size > FS_WHOLE_MAX)
+		return 0;
+	for (int64_t i = 0; i < count; i++) {
+		struct image_extent ex;
+
+		if (image_extent(f->p.image, ino, (uint64_t)i, &ex) < 0)
+			return n;
+		if (ex.chunk != last && !near_add(f, ex.chunk, near, &n))
+			return n;
+		last = ex.chunk;
+	}
+	if (size <= FS_NEAR_FILE_MAX && last != IMAGE_CHUNK_NONE)
+		for (uint64_t i = (uint64_t)last + 1; i < f->info.chunks && i <= last + FS_NEAR_CHUNKS; i++)
+			if (!near_add(f, (uint32_t)i, near, &n))
+				break;
+	return n;
+}
+
+/* Start one cache_read per extent piece of [off, off+len) of ino (a file of
+ * size bytes) and zero the holes.  Pieces that start count toward
+ * rd->pending. */
+static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t off,
+                      uint64_t size)
 {
 	const struct image *img = f->p.image;
 	uint64_t end = off + rd->len, pos = off;
+	struct cache_chunk near[FS_NEAR_MAX];
+	unsigned nnear = 0;
 	int64_t n, i;
+
+	if (cache_store_slow(f->p.cache))
+		nnear = near_chunks(f, ino, size, near);
 
 	n = image_extent_count(img, ino);
 	if (n < 0)
@@ -545,8 +605,9 @@ static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t
 		if ((uint64_t)ex.chunk_off + ex.len > ic.size)
 			return -EBADMSG;
 		to_cache_chunk(&ic, &cc);
-		r = cache_read(f->p.cache, f->p.store, &cc, (uint32_t)(ex.chunk_off + (s - ex.file_off)),
-		               (uint32_t)(e - s), rd->buf + (s - off), f->slot, read_piece_done, rd);
+		r = cache_read_near(f->p.cache, f->p.store, &cc,
+		                    (uint32_t)(ex.chunk_off + (s - ex.file_off)), (uint32_t)(e - s),
+		                    rd->buf + (s - off), f->slot, near, nnear, read_piece_done, rd);
 		if (r < 0)
 			return r;
 		rd->pending++;
@@ -594,7 +655,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	rd->len = size;
 	rd->pending = 1;  /* held until every piece has been started */
 	f->reads_inflight++;
-	r = read_start(f, ino, rd, uoff);
+	r = read_start(f, ino, rd, uoff, is.size);
 	if (r < 0 && rd->err == 0)
 		rd->err = r;
 

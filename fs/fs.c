@@ -558,7 +558,8 @@ static unsigned near_chunks(struct fs *f, fuse_ino_t ino, uint64_t size,
 		last = ex.chunk;
 	}
 	if (size <= FS_NEAR_FILE_MAX && last != IMAGE_CHUNK_NONE)
-		for (uint64_t i = (uint64_t)last + 1; i < f->info.chunks && i <= last + FS_NEAR_CHUNKS; i++)
+		for (uint64_t i = (uint64_t)last + 1;
+		     i < f->info.chunks && i <= (uint64_t)last + FS_NEAR_CHUNKS; i++)
 			if (!near_add(f, (uint32_t)i, near, &n))
 				break;
 	return n;

@@ -14,7 +14,9 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
@@ -308,6 +310,82 @@ uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg)
 		return 0;
 	return read_number(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.peak" :
 	                   "memory.max_usage_in_bytes");
+}
+
+/* A v2 events file opened for POLLPRI: kernfs signals a change to each
+ * open file until that file is read again. */
+static int events_fd(const char *dir, const char *file)
+{
+	char path[PATH_MAX], buf[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		(void)!pread(fd, buf, sizeof(buf), 0);
+	return fd;
+}
+
+/* An eventfd the v1 memory cgroup at dir signals when it goes out of
+ * memory (before its OOM killer picks a victim). */
+static int oom_eventfd(const char *dir)
+{
+	char path[PATH_MAX], v[32];
+	_cleanup_close_ int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), cfd = -1;
+
+	snprintf(path, sizeof(path), "%s/memory.oom_control", dir);
+	cfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (efd < 0 || cfd < 0)
+		return -1;
+	snprintf(v, sizeof(v), "%d %d", efd, cfd);
+	if (write_attr(dir, "cgroup.event_control", v) < 0)
+		return -1;
+	return TAKE_FD(efd);
+}
+
+void cgroups_watch_open(const struct sandbox_cgroups *cg, bool want_pids,
+                        struct cgroups_watch *w)
+{
+	*w = (struct cgroups_watch)CGROUPS_WATCH_INIT;
+	if (cg->path[CG_MEMORY]) {
+		if (cg->v2[CG_MEMORY]) {
+			w->fd[CGW_MEMORY] = events_fd(cg->path[CG_MEMORY], "memory.events");
+			w->events[CGW_MEMORY] = POLLPRI;
+		} else {
+			w->fd[CGW_MEMORY] = oom_eventfd(cg->path[CG_MEMORY]);
+			w->events[CGW_MEMORY] = POLLIN;
+		}
+		if (w->fd[CGW_MEMORY] < 0)
+			w->period_ms = 100;
+	}
+	if (cg->path[CG_PIDS] && want_pids) {
+		if (cg->v2[CG_PIDS]) {
+			w->fd[CGW_PIDS] = events_fd(cg->path[CG_PIDS], "pids.events");
+			w->events[CGW_PIDS] = POLLPRI;
+		}
+		if (w->fd[CGW_PIDS] < 0 && w->period_ms < 0)
+			w->period_ms = cg->v2[CG_PIDS] ? 100 : 1000;
+	}
+}
+
+void cgroups_watch_ack(struct cgroups_watch *w, int i)
+{
+	char buf[256];
+
+	if (w->fd[i] < 0)
+		return;
+	if (w->events[i] == POLLIN)
+		(void)!read(w->fd[i], buf, sizeof(uint64_t));   /* eventfd: no pread */
+	else
+		(void)!pread(w->fd[i], buf, sizeof(buf), 0);
+}
+
+void cgroups_watch_close(struct cgroups_watch *w)
+{
+	for (int i = 0; i < CGW_COUNT; i++)
+		if (w->fd[i] >= 0)
+			close(w->fd[i]);
+	*w = (struct cgroups_watch)CGROUPS_WATCH_INIT;
 }
 
 double cgroups_cpu_seconds(const struct sandbox_cgroups *cg)

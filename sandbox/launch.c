@@ -25,6 +25,7 @@
  * init's death plus rmdir of the cgroups.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -367,30 +368,52 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* Watch the running sandbox until its init is gone: output, wall clock,
- * the launcher's own signals, and the cgroup's OOM and pids events (polled
- * every 100 ms). */
+/* Watch the running sandbox until its init is gone: output, wall clock, the
+ * launcher's own signals, and the cgroups' OOM and pids events (cgroup.c
+ * says which are announced and which are read on a timer).  An idle
+ * sandbox wakes its launcher only for what it watches on a timer. */
 static void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int *fds, int sigfd,
                        uint64_t start)
 {
 	uint64_t deadline = w->sb->timeout > 0 ? start + (uint64_t)(w->sb->timeout * 1e9) : 0;
+	struct cgroups_watch cw;
+	uint64_t next_read = 0;
+	int oom_pending = 0;
+	bool read_now;
 
+	cgroups_watch_open(cg, w->sb->kill_on_pids_limit, &cw);
+	if (cw.period_ms >= 0)
+		next_read = now_ns() + (uint64_t)cw.period_ms * 1000000;
 	for (;;) {
-		struct pollfd pfd[4] = {
+		struct pollfd pfd[6] = {
 			{ w->pidfd, POLLIN, 0 }, { fds[0], POLLIN, 0 }, { fds[1], POLLIN, 0 },
-			{ sigfd, POLLIN, 0 },
+			{ sigfd, POLLIN, 0 }, { cw.fd[CGW_MEMORY], cw.events[CGW_MEMORY], 0 },
+			{ cw.fd[CGW_PIDS], cw.events[CGW_PIDS], 0 },
 		};
-		int timeout = 100;
+		int timeout = -1, n;
 		uint64_t now = now_ns();
 
+		if (next_read)
+			timeout = now >= next_read ? 0 : (int)((next_read - now) / 1000000) + 1;
+		/* A v1 OOM notification comes before the OOM killer has picked its
+		 * victim: look again shortly, for up to a second. */
+		if (oom_pending > 0)
+			timeout = 10;
 		if (deadline && !w->killed) {
+			uint64_t left_ms;
+
 			if (now >= deadline)
 				kill_sandbox(w, SANDBOX_KILL_TIME);
-			else if ((deadline - now) / 1000000 < (uint64_t)timeout)
-				timeout = (int)((deadline - now) / 1000000) + 1;
+			left_ms = now < deadline ? (deadline - now) / 1000000 + 1 : 0;
+			if (!w->killed && (timeout < 0 || left_ms < (uint64_t)timeout))
+				timeout = (int)(left_ms < INT_MAX ? left_ms : INT_MAX);
 		}
-		if (poll(pfd, 4, timeout) < 0 && errno != EINTR)
+		n = poll(pfd, 6, timeout);
+		if (n < 0 && errno != EINTR)
 			break;
+		read_now = next_read && now_ns() >= next_read;
+		if (read_now)
+			next_read = now_ns() + (uint64_t)cw.period_ms * 1000000;
 		for (int i = 0; i < 2; i++)
 			if (fds[i] >= 0 && (pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) &&
 			    pump(w, fds[i], i ? STDERR_FILENO : STDOUT_FILENO) < 0)
@@ -401,13 +424,24 @@ static void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int *f
 			(void)!read(sigfd, &si, sizeof(si));
 			kill_sandbox(w, SANDBOX_KILL_SIGNAL);
 		}
-		if (!w->killed && cgroups_oom_killed(cg))
+		if (pfd[4].revents) {
+			cgroups_watch_ack(&cw, CGW_MEMORY);
+			oom_pending = 100;
+		}
+		if (pfd[5].revents)
+			cgroups_watch_ack(&cw, CGW_PIDS);
+		if (!w->killed && (pfd[4].revents || oom_pending > 0 || read_now) &&
+		    cgroups_oom_killed(cg))
 			kill_sandbox(w, SANDBOX_KILL_MEMORY);
-		if (!w->killed && w->sb->kill_on_pids_limit && cgroups_pids_hit(cg))
+		if (oom_pending > 0)
+			oom_pending--;
+		if (!w->killed && w->sb->kill_on_pids_limit && (pfd[5].revents || read_now) &&
+		    cgroups_pids_hit(cg))
 			kill_sandbox(w, SANDBOX_KILL_PIDS);
 		if (pfd[0].revents & POLLIN)
 			break;
 	}
+	cgroups_watch_close(&cw);
 	/* The init is gone and with it every process that held a pipe's write
 	 * end: read what is left up to end of file. */
 	for (int i = 0; i < 2; i++)

@@ -119,6 +119,32 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg);
 bool cgroups_pids_hit(const struct sandbox_cgroups *cg);
 uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg);
+
+/* What the launcher waits on to learn of an OOM kill or a refused fork
+ * without reading the counters on a timer: each idle wakeup costs about 50 us
+ * of CPU here, and a node holding thousands of sandboxes paid it ten times a
+ * second for each (bench/launch/density).  fd[i] (-1: none) is polled for
+ * events[i]; a counter the kernel does not announce (v1 pids.events never
+ * notifies) or whose watch could not be set up is read every period_ms
+ * instead (-1: never). */
+enum { CGW_MEMORY, CGW_PIDS, CGW_COUNT };
+struct cgroups_watch {
+	int fd[CGW_COUNT];
+	short events[CGW_COUNT];
+	int period_ms;
+};
+#define CGROUPS_WATCH_INIT { { -1, -1 }, { 0, 0 }, -1 }
+/* Set up the watches of cg's memory and pids cgroups (whichever it has):
+ * v2 memory.events and pids.events are polled for POLLPRI, a v1 memory
+ * cgroup's OOM notification arrives on an eventfd (cgroup.event_control).
+ * want_pids: the pids limit ends the sandbox, so its event matters.  Never
+ * fails: what cannot be watched is read every 100 ms (v1 pids: every
+ * second, see sandbox/POLICY.md). */
+void cgroups_watch_open(const struct sandbox_cgroups *cg, bool want_pids,
+                        struct cgroups_watch *w);
+/* Consume what made fd[i] ready, so that the next poll waits again. */
+void cgroups_watch_ack(struct cgroups_watch *w, int i);
+void cgroups_watch_close(struct cgroups_watch *w);
 /* CPU time in seconds, or a negative value when no hierarchy counts it. */
 double cgroups_cpu_seconds(const struct sandbox_cgroups *cg);
 /* Remove every directory (they must be empty of processes); frees paths.

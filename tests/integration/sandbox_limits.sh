@@ -48,6 +48,14 @@ check test "${wrote:-0}" -gt $((32 << 20))
 check test "${wrote:-0}" -le $((64 << 20))
 check test "$(df --output=avail -B1M / | tail -n 1)" -gt 64
 
+# An idle sandbox leaves its launcher asleep: OOM kills and refused forks are announced to it
+# (only v1 pids.events, which never notifies, is read once a second), not read on a 100 ms
+# timer, which woke every launcher of a node holding thousands ten times a second. Over 4 idle
+# seconds that timer alone made 40 wakeups; setup takes about 15, the once-a-second read 4.
+check /usr/bin/time -o "$WORK/time" -f %w "$LAZYROOT" run --rootfs "$ROOTFS" --name "$SB_NAME-idle" \
+	--set "uid_base=$SB_UID_BASE" -- sleep 4
+check test "$(tail -n 1 "$WORK/time")" -lt 40
+
 # The launcher's own limits: RLIMIT_NOFILE reaches the command.
 check_status 0 sb_run --nofile 77 -- /bin/sh -c 'test "$(ulimit -n)" = 77'
 check sb_no_leftovers

@@ -15,7 +15,7 @@
 #                                    no mount namespace holding a tmpfs of this test's sandboxes
 #   json_field FILE KEY              a field of a --json report (python3)
 need_root
-need_cmd python3 ps
+need_cmd python3 ps /usr/bin/time
 ROOTFS=$(bash "$REPO/tests/lib/rootfs.sh" --dir)
 ATTACK_DIR=${LAZYROOT_BUILD:-$REPO/build}/tests/sandbox
 [ -x "$ATTACK_DIR/attack" ] || fail "$ATTACK_DIR/attack is missing: make tests-build"

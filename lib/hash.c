@@ -58,6 +58,32 @@ void hex_encode(const uint8_t *in, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
+int url_encode(const char *in, const char *keep, char *out, size_t outlen)
+{
+	static const char hexd[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (const char *p = in; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		             (c >= '0' && c <= '9') || strchr(keep, c);
+
+		if (o + (plain ? 1 : 3) + 1 > outlen)
+			return -ENAMETOOLONG;
+		if (plain) {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hexd[c >> 4];
+			out[o++] = hexd[c & 15];
+		}
+	}
+	if (o + 1 > outlen)
+		return -ENAMETOOLONG;
+	out[o] = 0;
+	return 0;
+}
+
 int hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')

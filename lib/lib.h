@@ -75,6 +75,10 @@ void hash128_final(struct hash128_state *s, uint8_t out[HASH_SIZE]);
 void hash128_free(struct hash128_state *s);
 
 void hex_encode(const uint8_t *in, size_t len, char *out); /* out holds 2*len+1 */
+/* Percent-encode the string in into out (outlen bytes, NUL included): every
+ * byte but [A-Za-z0-9] and those in keep becomes %XX, upper case.
+ * 0, or -ENAMETOOLONG when out is too small. */
+int url_encode(const char *in, const char *keep, char *out, size_t outlen);
 /* The value of one hex digit (either case), or -1. */
 int hex_digit(char c);
 /* Decode exactly 2*len hex digits; -EINVAL on any other character. */

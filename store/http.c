@@ -136,9 +136,8 @@ static struct http_store *H(struct store *s)
  * [A-Za-z0-9] left unencoded. */
 static int key_url(const char *base, const char *key, const char *keep, char *out, size_t outlen)
 {
-	static const char hexd[] = "0123456789ABCDEF";
 	char path[2200];
-	size_t n, o;
+	size_t n;
 	int k;
 
 	if (!strncmp(key, "chunks/", 7) && strlen(key + 7) >= 2 && !strchr(key + 7, '/'))
@@ -151,25 +150,8 @@ static int key_url(const char *base, const char *key, const char *keep, char *ou
 	if (n + 2 > outlen)
 		return -ENAMETOOLONG;
 	memcpy(out, base, n);
-	o = n;
-	out[o++] = '/';
-	for (const char *p = path; *p; p++) {
-		unsigned char c = (unsigned char)*p;
-		bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		             (c >= '0' && c <= '9') || (c && strchr(keep, c));
-
-		if (o + (plain ? 1 : 3) + 1 > outlen)
-			return -ENAMETOOLONG;
-		if (plain) {
-			out[o++] = (char)c;
-		} else {
-			out[o++] = '%';
-			out[o++] = hexd[c >> 4];
-			out[o++] = hexd[c & 15];
-		}
-	}
-	out[o] = 0;
-	return 0;
+	out[n] = '/';
+	return url_encode(path, keep, out + n + 1, outlen - n - 1);
 }
 
 int http_key_url(const char *base, const char *key, char *out, size_t outlen)

@@ -82,28 +82,7 @@ int s3_parse_url(const char *url, char **ret_endpoint, char **ret_bucket, char *
 
 int s3_uri_encode(const char *in, bool keep_slash, char *out, size_t outlen)
 {
-	static const char hexd[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (const char *p = in; *p; p++) {
-		unsigned char c = (unsigned char)*p;
-		bool plain = isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-		             (keep_slash && c == '/');
-
-		if (o + (plain ? 1 : 3) + 1 > outlen)
-			return -ENAMETOOLONG;
-		if (plain) {
-			out[o++] = (char)c;
-		} else {
-			out[o++] = '%';
-			out[o++] = hexd[c >> 4];
-			out[o++] = hexd[c & 15];
-		}
-	}
-	if (o + 1 > outlen)
-		return -ENAMETOOLONG;
-	out[o] = 0;
-	return 0;
+	return url_encode(in, keep_slash ? "-._~/" : "-._~", out, outlen);
 }
 
 /* ---- credentials ---------------------------------------------------------- */

@@ -64,20 +64,7 @@ done
 cache=$WORK/cache2
 fault ""
 check "$LAZYROOT" mount faults:1 "$mnt" --store "$PROXY_URL" --cache "$cache" --fetch-timeout 2
-check cmp "$WORK/src/big/b00" "$mnt/big/b00"
-fault down
-start=$SECONDS
-err=$(cat "$mnt/big/b01" 2>&1 >/dev/null) && fail "a read succeeded with the store down"
-took=$((SECONDS - start))
-log "store down: read failed after ${took}s: $err"
-check grep -q "Input/output error" <<<"$err"
-check test "$took" -ge 1
-check test "$took" -le 15
-check mountpoint -q "$mnt"
-check cmp "$WORK/src/big/b00" "$mnt/big/b00"   # cached: still served
-fault ""
-check cmp "$WORK/src/big/b01" "$mnt/big/b01"
-check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
+check_store_outage "$mnt" "$WORK/src"
 unmount_it
 
 # --- 3. a mirror that corrupts chunks

@@ -16,6 +16,12 @@
 #                            PROXY_URL, PROXY_PID and PROXY_CONTROL (the file that selects
 #                            the fault: see tests/helpers/faultproxy.c); stops it at exit
 #   fault WORDS...           set the proxy's fault ("" for none), atomically
+#   check_store_outage MNT SRC
+#                            with MNT a mount of the tree SRC (big/b00 and big/b01 in it)
+#                            through the proxy with --fetch-timeout 2: take the store away
+#                            (fault down), check that a read of a missing chunk fails with
+#                            EIO within 1-15 s while the mount stays and serves what it has,
+#                            then bring it back and check the same mount serves everything
 
 # A tiny pause without sleep(1): read with a timeout on a pipe nobody writes to.
 _pause() {
@@ -135,4 +141,22 @@ _faultproxy_stop() {
 fault() {
 	printf '%s\n' "$*" >"$PROXY_CONTROL.new"
 	mv -f "$PROXY_CONTROL.new" "$PROXY_CONTROL"
+}
+
+check_store_outage() {
+	local mnt=$1 src=$2 start took err
+	check cmp "$src/big/b00" "$mnt/big/b00"
+	fault down
+	start=$SECONDS
+	err=$(cat "$mnt/big/b01" 2>&1 >/dev/null) && fail "a read succeeded with the store down"
+	took=$((SECONDS - start))
+	log "store down: read failed after ${took}s: $err"
+	check grep -q "Input/output error" <<<"$err"
+	check test "$took" -ge 1
+	check test "$took" -le 15
+	check mountpoint -q "$mnt"
+	check cmp "$src/big/b00" "$mnt/big/b00"   # cached: still served
+	fault ""
+	check cmp "$src/big/b01" "$mnt/big/b01"
+	check compare_trees --no-atime --ignore-root-mtime "$src" "$mnt"
 }

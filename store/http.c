@@ -258,6 +258,22 @@ static void tick_cb(void *ud, int res)
 	rearm(h);
 }
 
+/* Hand each of the n sockets epoll found ready to libcurl. */
+static void drive_ready(struct http_store *h, const struct epoll_event *ev, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int e = 0;
+
+		if (ev[i].events & EPOLLIN)
+			e |= CURL_CSELECT_IN;
+		if (ev[i].events & EPOLLOUT)
+			e |= CURL_CSELECT_OUT;
+		if (ev[i].events & (EPOLLERR | EPOLLHUP))
+			e |= CURL_CSELECT_ERR;
+		drive(h, ev[i].data.fd, e);
+	}
+}
+
 static void watch_cb(void *ud, int res)
 {
 	struct watch *w = ud;
@@ -270,17 +286,7 @@ static void watch_cb(void *ud, int res)
 		return;
 	h->watch = NULL;
 	n = epoll_wait(h->epfd, ev, (int)ARRAY_SIZE(ev), 0);
-	for (int i = 0; i < n; i++) {
-		int e = 0;
-
-		if (ev[i].events & EPOLLIN)
-			e |= CURL_CSELECT_IN;
-		if (ev[i].events & EPOLLOUT)
-			e |= CURL_CSELECT_OUT;
-		if (ev[i].events & (EPOLLERR | EPOLLHUP))
-			e |= CURL_CSELECT_ERR;
-		drive(h, ev[i].data.fd, e);
-	}
+	drive_ready(h, ev, n);
 	rearm(h);
 }
 
@@ -1120,17 +1126,7 @@ static int http_run_once(struct store *s, int wait)
 	n = epoll_wait(h->epfd, ev, (int)ARRAY_SIZE(ev), timeout);
 	if (n < 0 && errno != EINTR)
 		return -errno;
-	for (int i = 0; i < n; i++) {
-		int e = 0;
-
-		if (ev[i].events & EPOLLIN)
-			e |= CURL_CSELECT_IN;
-		if (ev[i].events & EPOLLOUT)
-			e |= CURL_CSELECT_OUT;
-		if (ev[i].events & (EPOLLERR | EPOLLHUP))
-			e |= CURL_CSELECT_ERR;
-		drive(h, ev[i].data.fd, e);
-	}
+	drive_ready(h, ev, n);
 	service_timers(h);
 	return h->ran;
 }

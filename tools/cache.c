@@ -457,38 +457,15 @@ static int cache_trim_cmd(int argc, char **argv)
 
 /* ---- dispatch ---------------------------------------------------------- */
 
-static const struct subcommand {
-	const char *name;
-	int (*run)(int argc, char **argv);
-	const char *summary;
-} subcommands[] = {
+static const struct tools_command subcommands[] = {
 	{ "stats", cache_stats_cmd, "counters as a table, JSON or Prometheus text" },
 	{ "verify", cache_verify_cmd, "re-hash every chunk file, drop those that fail" },
 	{ "trim", cache_trim_cmd, "delete least recently used chunks down to a size" },
 	{ "prefetch", cmd_cache_prefetch, "fetch an image's chunks (or some paths') ahead of use" },
 };
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: lazyroot cache SUBCOMMAND [ARGS]\n\nsubcommands:\n");
-	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
-		fprintf(f, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
-	fprintf(f, "\n'lazyroot cache SUBCOMMAND --help' describes each.\n");
-}
-
 int cmd_cache(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-		usage(stdout);
-		return 0;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
-		if (!strcmp(argv[1], subcommands[i].name))
-			return subcommands[i].run(argc - 1, argv + 1);
-	log_error(-EINVAL, "cache: unknown subcommand '%s' (see lazyroot cache --help)", argv[1]);
-	return 2;
+	return tools_dispatch("lazyroot cache", "subcommand", subcommands,
+	                      ARRAY_SIZE(subcommands), 8, argc, argv);
 }

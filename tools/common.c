@@ -1,4 +1,6 @@
-/* common.c — option helpers shared by the subcommands. */
+/* common.c — option helpers and the command dispatch shared by the subcommands. */
+#include <ctype.h>
+
 #include "lib/lib.h"
 #include "cache/cache.h"
 #include "store/store.h"
@@ -53,4 +55,37 @@ void tools_json_string(FILE *f, const char *s, size_t len)
 			fputc(c, f);
 	}
 	fputc('"', f);
+}
+
+static void dispatch_usage(FILE *f, const char *prog, const char *what,
+                           const struct tools_command *cmds, size_t n, int width)
+{
+	char word[32];
+	size_t k = 0;
+
+	for (; what[k] && k + 1 < sizeof(word); k++)
+		word[k] = (char)toupper((unsigned char)what[k]);
+	word[k] = 0;
+	fprintf(f, "usage: %s %s [ARGS]\n\n%ss:\n", prog, word, what);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "  %-*s %s\n", width, cmds[i].name, cmds[i].summary);
+	fprintf(f, "\n'%s %s --help' describes each.\n", prog, word);
+}
+
+int tools_dispatch(const char *prog, const char *what, const struct tools_command *cmds,
+                   size_t n, int width, int argc, char **argv)
+{
+	if (argc < 2) {
+		dispatch_usage(stderr, prog, what, cmds, n, width);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		dispatch_usage(stdout, prog, what, cmds, n, width);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "%s: unknown %s '%s' (see %s --help)\n", prog, what, argv[1], prog);
+	return 2;
 }

@@ -14,6 +14,20 @@ int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 
+/* A git-style command table and its dispatch. */
+struct tools_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+/* Run the entry of cmds (n of them) named by argv[1], with argc - 1, argv + 1.
+ * No argv[1]: the usage on stderr, 2; --help, -h or help: the usage on stdout,
+ * 0; an unknown name: one line naming it, 2.  prog is what the usage calls the
+ * program ("lazyroot", "lazyroot cache"), what the word for an entry
+ * ("command"); names are listed in a column width wide. */
+int tools_dispatch(const char *prog, const char *what, const struct tools_command *cmds,
+                   size_t n, int width, int argc, char **argv);
+
 /* The store URL: the --store value if given, else $LAZYROOT_STORE, else the
  * embedded default. */
 const char *tools_store_url(const char *opt);

@@ -53,7 +53,6 @@ int sandbox_new(struct sandbox **ret)
 		return -ENOMEM;
 	sb->uid_base = 2000000000u;
 	sb->tmpfs_size = 256ull << 20;
-	sb->shm_size = 64ull << 20;
 	sb->memory = 1ull << 30;
 	sb->pids = 256;
 	sb->cpus = 1;
@@ -383,6 +382,8 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 		return parse_bool(v, &sb->landlock);
 	if (!strcmp(key, "io_uring"))
 		return parse_bool(v, &sb->io_uring);
+	if (!strcmp(key, "sysfs"))
+		return parse_bool(v, &sb->sysfs);
 	if (!strcmp(key, "writable")) {
 		if (!sb->writable_set || !strcmp(v, "none"))
 			strv_free(&sb->writable);
@@ -435,7 +436,6 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 			{ "memory", offsetof(struct sandbox, memory), false },
 			{ "output", offsetof(struct sandbox, output), false },
 			{ "tmpfs_size", offsetof(struct sandbox, tmpfs_size), true },
-			{ "shm_size", offsetof(struct sandbox, shm_size), true },
 		};
 
 		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {

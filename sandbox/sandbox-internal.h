@@ -59,8 +59,7 @@ struct sandbox {
 	uid_t uid;              /* inside the sandbox */
 	gid_t gid;
 	uint32_t uid_base;      /* host id that inside id 0 maps to */
-	uint64_t tmpfs_size;
-	uint64_t shm_size;
+	uint64_t tmpfs_size;     /* also bounds /dev/shm, a directory on the same tmpfs */
 	uint64_t memory;        /* bytes; 0 = no limit */
 	uint64_t pids;          /* 0 = no limit */
 	double cpus;            /* 0 = no limit */
@@ -68,6 +67,7 @@ struct sandbox {
 	double timeout;         /* seconds; 0 = no limit */
 	uint64_t output;        /* bytes; 0 = no cap */
 	bool kill_on_pids_limit;
+	bool sysfs;             /* mount a read-only sysfs on /sys */
 	char **env;             /* NAME=VALUE, NULL-terminated */
 	size_t n_env;
 	struct sandbox_bind *binds;

@@ -8,22 +8,32 @@
  *     read-only mount made by the launcher of a directory or of the node's
  *     shared FUSE mount of an image: sandbox.h says why idmapped),
  *     upper/, work/, root/ (the overlay that becomes /; overlay over a FUSE
- *     lower layer works here because the mount has allow_other)
+ *     lower layer works here because the mount has allow_other), dev/, shm/
+ *     and sys/ (below).  Everything the sandbox writes, /dev/shm included,
+ *     shares this one tmpfs and its size limit.
  *   root/proc        a fresh proc of the sandbox's pid namespace, mounted
  *                    while the host's is still visible (the kernel requires
  *                    a fully visible proc to mount one in a user namespace);
  *                    sys, sysrq-trigger, irq, bus and fs made read-only
- *   root/sys         sysfs, read-only
- *   root/dev         a small tmpfs, read-only once filled: null, zero, full,
- *                    random, urandom and tty bound from the host (mknod is
- *                    not allowed in a user namespace), a new devpts
- *                    instance, shm (its own size-limited tmpfs), and the
- *                    fd, stdin, stdout, stderr and ptmx links
+ *   root/sys         sysfs, read-only, when the policy asks for it; else the
+ *                    tmpfs's empty sys/, bound read-only
+ *   root/dev         the tmpfs's dev/, bound, read-only once filled: null,
+ *                    zero, full, random, urandom and tty bound from the host
+ *                    (mknod is not allowed in a user namespace), a new devpts
+ *                    instance, shm (the tmpfs's shm/, bound, writable), and
+ *                    the fd, stdin, stdout, stderr and ptmx links
  *   binds            the launcher's idmapped mount trees, moved onto
  *                    targets resolved inside the new root (a symlink in the
  *                    image cannot send a bind elsewhere)
  * then pivot_root into root/ and detach the old root, which takes the host's
  * mounts and the tmpfs's own path out of reach.
+ *
+ * Superblocks are counted: every one registers a shrinker, and the kernel
+ * gives every memory cgroup on the node a map sized by the highest shrinker
+ * id ever allocated (bench/RESULTS.md, density).  A sandbox makes four here
+ * (the tmpfs, the overlay, proc, devpts; sysfs a fifth when asked for) plus
+ * the mqueue of its ipc namespace; /dev, /dev/shm and the empty /sys are
+ * bind mounts of the one tmpfs, which make none.
  */
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -54,6 +64,19 @@ static int make_dir(const char *path, mode_t mode)
 	if (mkdir(path, mode) < 0 && errno != EEXIST)
 		return log_errno(-errno, "mkdir '%s'", path);
 	return 0;
+}
+
+/* Bind src on dst (made if missing in the overlay), read-only if ro. */
+static int bind_dir(const char *src, const char *dst, bool ro)
+{
+	int r = make_dir(dst, 0755);
+
+	if (r == 0)
+		r = do_mount(src, dst, NULL, MS_BIND, NULL);
+	if (r == 0 && ro)
+		r = do_mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+		             MS_NODEV | MS_NOEXEC, NULL);
+	return r;
 }
 
 static int open_in_root(int rootfd, const char *path, uint64_t flags)
@@ -136,7 +159,7 @@ static int setup_proc(void)
 	return r;
 }
 
-static int setup_dev(const struct sandbox *sb)
+static int setup_dev(void)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
@@ -144,12 +167,10 @@ static int setup_dev(const struct sandbox *sb)
 		{ "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
 		{ "pts/ptmx", "ptmx" },
 	};
-	char src[64], dst[128], opts[64];
+	char src[64], dst[128];
 	int r;
 
-	r = make_dir(ROOT "/dev", 0755);
-	if (r == 0)
-		r = do_mount("tmpfs", ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+	r = bind_dir(BASE "/dev", ROOT "/dev", false);
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(nodes); i++) {
 		int fd;
 
@@ -172,10 +193,7 @@ static int setup_dev(const struct sandbox *sb)
 		r = do_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		             "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	if (r == 0)
-		r = make_dir(ROOT "/dev/shm", 01777);
-	snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)sb->shm_size);
-	if (r == 0)
-		r = do_mount("shm", ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts);
+		r = bind_dir(BASE "/shm", ROOT "/dev/shm", false);
 	if (r == 0)
 		r = do_mount(NULL, ROOT "/dev", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
 		             MS_NOEXEC | MS_NODEV, NULL);
@@ -239,6 +257,15 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 		r = make_dir(BASE "/work", 0755);
 	if (r == 0)
 		r = make_dir(ROOT, 0755);
+	if (r == 0)
+		r = make_dir(BASE "/dev", 0755);
+	if (r == 0)
+		r = make_dir(BASE "/sys", 0555);
+	if (r == 0)
+		r = make_dir(BASE "/shm", 01777);
+	/* mkdir applies the umask; /dev/shm is for everyone, sticky */
+	if (r == 0 && chmod(BASE "/shm", 01777) < 0)
+		r = log_errno(-errno, "chmod '%s'", BASE "/shm");
 	if (r < 0)
 		return r;
 	if (move_mount(*lower_fd, "", AT_FDCWD, BASE "/lower", MOVE_MOUNT_F_EMPTY_PATH) < 0)
@@ -249,14 +276,16 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 	             "lowerdir=" BASE "/lower,upperdir=" BASE "/upper,workdir=" BASE "/work,userxattr");
 	if (r == 0)
 		r = setup_proc();
-	if (r == 0) {
+	if (r == 0 && sb->sysfs) {
 		r = make_dir(ROOT "/sys", 0555);
 		if (r == 0)
 			r = do_mount("sysfs", ROOT "/sys", "sysfs",
 			             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	} else if (r == 0) {
+		r = bind_dir(BASE "/sys", ROOT "/sys", true);
 	}
 	if (r == 0)
-		r = setup_dev(sb);
+		r = setup_dev();
 	if (r == 0)
 		r = setup_binds(sb, bind_fds);
 	if (r < 0)

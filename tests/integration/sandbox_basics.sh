@@ -38,6 +38,15 @@ check grep -qx data "$WORK/ro/file"
 check_status 0 sb_run --bind "$WORK/rw:/out:rw" -- /bin/sh -c 'echo written >/out/result'
 check grep -qx written "$WORK/rw/result"
 check_status 0 sb_run -- /bin/sh -c 'for d in null zero full random urandom tty pts shm; do test -e /dev/$d || exit 1; done'
+# /dev is read-only; /dev/shm is sticky and writable by any user, on the sandbox's tmpfs and
+# within its size.
+check_status 0 sb_run -- /bin/sh -c '! touch /dev/new 2>/dev/null'
+check_status 0 sb_run --user 1000 -- /bin/sh -c 'echo x >/dev/shm/f && test -k /dev/shm'
+check_status 0 sb_run --set tmpfs_size=1M -- /bin/sh -c \
+	'! dd if=/dev/zero of=/dev/shm/big bs=64k count=32 2>/dev/null && test "$(stat -f -c %b /dev/shm)" = 256'
+# /sys: an empty read-only directory unless the policy asks for sysfs.
+check_status 0 sb_run -- /bin/sh -c 'test -z "$(ls -A /sys)" && ! mkdir /sys/x 2>/dev/null'
+check_status 0 sb_run --set sysfs=true -- /bin/sh -c 'test -e /sys/class/net/lo && test ! -e /sys/class/net/eth0'
 
 # Policy file, with flags overriding single fields.
 cat >"$WORK/policy" <<'P'

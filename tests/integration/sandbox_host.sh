@@ -3,7 +3,8 @@
 # and forging requests to the harness: a host file outside the rootfs cannot be opened by any
 # path; a host process can be neither signalled nor traced (and survives); the init's socket to
 # the launcher and its stdio are out of reach; /proc/sys, /proc/sysrq-trigger and /sys refuse
-# writes and no block device can be made.
+# writes (by default /sys is an empty read-only directory; with sysfs = true a read-only sysfs)
+# and no block device can be made.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 workdir
@@ -23,4 +24,6 @@ check kill -0 "$victim"
 
 check attack -- write-proc-sys
 check attack --user 1000 -- write-proc-sys
+# With sysfs mounted (policy field sysfs), /sys refuses writes too.
+check attack --set sysfs=true -- write-proc-sys
 check sb_no_leftovers

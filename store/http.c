@@ -91,7 +91,7 @@ struct watch {
 
 struct tick {
 	struct http_store *h;
-	int64_t id;
+	int64_t id;                   /* the loop's timer, or -1: a deferred call */
 	uint64_t due_ns;
 };
 
@@ -245,9 +245,8 @@ static void drive(struct http_store *h, int fd, int events);
 static void service_timers(struct http_store *h);
 static void rearm(struct http_store *h);
 
-static void tick_cb(void *ud, int res)
+static void tick_run(struct tick *t)
 {
-	struct tick *t = ud;
 	struct http_store *h = t->h;
 
 	free(t);
@@ -256,6 +255,27 @@ static void tick_cb(void *ud, int res)
 	h->tick = NULL;
 	service_timers(h);
 	rearm(h);
+}
+
+static void tick_cb(void *ud, int res)
+{
+	(void)res;
+	tick_run(ud);
+}
+
+static void tick_deferred(void *ud)
+{
+	tick_run(ud);
+}
+
+/* Forget the armed tick: a timer is cancelled; a deferred call cannot be,
+ * and runs for nothing. */
+static void tick_drop(struct http_store *h, struct loop *l)
+{
+	h->tick->h = NULL;
+	if (h->tick->id >= 0 && l)
+		(void)loop_cancel_timer(l, h->tick->id);
+	h->tick = NULL;
 }
 
 /* Hand each of the n sockets epoll found ready to libcurl. */
@@ -325,13 +345,15 @@ static void rearm(struct http_store *h)
 		h->watch = NULL;
 	}
 	due = h->running || h->retry ? next_due(h) : 0;
-	if (h->tick && h->tick->due_ns == due)
+	/* A tick due no later than needed stays: when it comes early, it finds
+	 * nothing due and arms the next.  curl moves its timeout at nearly every
+	 * call (twice per transfer, once to 0 when one is added), and a timer
+	 * cancelled and armed again each time cost a tenth of a whole-image
+	 * prefetch's loop thread. */
+	if (h->tick && due && h->tick->due_ns <= due)
 		return;
-	if (h->tick) {
-		h->tick->h = NULL;
-		(void)loop_cancel_timer(l, h->tick->id);
-		h->tick = NULL;
-	}
+	if (h->tick)
+		tick_drop(h, l);
 	if (!due)
 		return;
 	now = now_ns();
@@ -342,11 +364,22 @@ static void rearm(struct http_store *h)
 			return;
 		t->h = h;
 		t->due_ns = due;
-		t->id = loop_timer(l, due > now ? due - now : 0, tick_cb, t);
-		if (t->id < 0)
-			free(t);
-		else
-			h->tick = t;
+		if (due <= now) {
+			/* due now (a transfer was added): on the loop's next turn,
+			 * without a trip through the kernel */
+			t->id = -1;
+			if (loop_defer(l, tick_deferred, t) < 0) {
+				free(t);
+				return;
+			}
+		} else {
+			t->id = loop_timer(l, due - now, tick_cb, t);
+			if (t->id < 0) {
+				free(t);
+				return;
+			}
+		}
+		h->tick = t;
 	}
 }
 
@@ -1143,11 +1176,8 @@ static void http_free(struct store *s)
 			if (s->loop)
 				(void)loop_cancel_poll(s->loop, h->watch->id);
 		}
-		if (h->tick) {
-			h->tick->h = NULL;
-			if (s->loop)
-				(void)loop_cancel_timer(s->loop, h->tick->id);
-		}
+		if (h->tick)
+			tick_drop(h, s->loop);
 		/* store_free() is called with nothing pending; anything left is
 		 * dropped without its callback */
 		for (size_t i = 0; i < ARRAY_SIZE(lists); i++)

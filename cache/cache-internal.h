@@ -54,6 +54,35 @@ struct cache_file {
  * negative return of fn and returns it. */
 int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud);
 
+/* Call fn for every whole-file object under files_fd (rel: its hex name). */
+int cache_scan_files(int files_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud);
+
+/* ---- files.c: whole-file objects ----------------------------------------- */
+
+/* The xattr holding the XXH3-128 of a whole-file object's bytes. */
+#define CACHE_FILE_XATTR "user.lazyroot.xxh128"
+
+struct wfiles;
+/* Open DIR/files (creating it) and learn the objects there; alone: this
+ * process holds DIR's exclusive lock and has just recounted `used`.  No
+ * object larger than limit / 8 is made. */
+int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, uint64_t limit,
+               struct cache_stats *st, bool alone, struct wfiles **ret);
+/* Stop the worker, taking the results it posted (runs the loop). */
+void wfiles_free(struct wfiles *w);
+/* cache_file_open(); have(ud, ch): chunk ch is on the cache disk. */
+int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
+               bool (*have)(void *ud, const struct cache_chunk *ch), void *ud, cache_cb cb,
+               void *cb_ud);
+/* Unlink least recently used objects while `used` exceeds limit or fewer
+ * than need bytes were freed; returns the bytes freed. */
+uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need);
+/* Re-hash object hex (of size bytes) in files_fd against its xattr:
+ * 0, -EBADMSG on a mismatch, or another -errno. */
+int cache_file_check(int files_fd, const char *hex, uint64_t size);
+/* cache.c: evict while over the limit (after an object was linked). */
+void cache_evict_over(struct cache *c);
+
 /* ---- decode.c: decoding and verifying fetched chunks on worker threads ---- */
 
 struct loop;

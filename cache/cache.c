@@ -118,6 +118,7 @@ struct cache {
 	ZSTD_DCtx *dctx;
 	struct decoder *dec;             /* NULL: fetched chunks are decoded on the loop */
 	struct image_seen *images[CACHE_STATS_IMAGES];  /* slots this daemon claimed */
+	struct wfiles *wf;               /* whole-file objects (files.c) */
 };
 
 /* ---- lists and tables ---------------------------------------------------- */
@@ -280,6 +281,10 @@ static void entry_unlink(struct cache *c, struct centry *e, bool eviction)
 static void evict(struct cache *c, uint64_t need)
 {
 	uint64_t freed = 0;
+
+	/* whole-file objects first: they only copy chunks that stay */
+	if (c->wf)
+		freed = wfiles_evict(c->wf, c->limit, need);
 
 	while (c->lru.tail &&
 	       (__atomic_load_n(&c->st->used, __ATOMIC_RELAXED) > c->limit || freed < need)) {
@@ -1156,6 +1161,33 @@ int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *
 	return as_status(cache_request(c, s, ch, 0, 0, NULL, image, true, NULL, 0, cb, ud));
 }
 
+/* ---- whole-file objects (files.c) ------------------------------------------ */
+
+void cache_evict_over(struct cache *c)
+{
+	evict(c, 0);
+}
+
+static bool chunk_on_disk(void *ud, const struct cache_chunk *ch)
+{
+	struct centry *e = entry_find(ud, ch->name);
+
+	return e && e->on_disk;
+}
+
+int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
+                    cache_cb cb, void *ud)
+{
+	if (!c->wf)
+		return -ENOENT;
+	return wfiles_get(c->wf, pieces, npieces, chunk_on_disk, c, cb, ud);
+}
+
+void cache_note_passthrough(struct cache *c)
+{
+	stat_add(&c->st->passthrough_opens, 1);
+}
+
 /* ---- images ---------------------------------------------------------------- */
 
 int cache_image_register(struct cache *c, const char *index_hex, uint64_t image_bytes,
@@ -1365,10 +1397,14 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 		return r;
 	}
 	r = cache_load(c, alone);
+	if (r < 0)
+		log_errno(r, "cache '%s': cannot scan its chunks", p->dir);
+	else if ((r = wfiles_new(c, loop, c->dir_fd, c->chunks_fd, c->limit, c->st, alone,
+	                         &c->wf)) < 0)
+		log_errno(r, "cache '%s': cannot scan its whole-file objects", p->dir);
 	if (alone)
 		flock(c->lock_fd, LOCK_SH);
 	if (r < 0) {
-		log_errno(r, "cache '%s': cannot scan its chunks", p->dir);
 		cache_free(c);
 		return r;
 	}
@@ -1383,6 +1419,8 @@ void cache_free(struct cache *c)
 {
 	if (!c)
 		return;
+	wfiles_free(c->wf);
+	c->wf = NULL;
 	for (int i = 0; i < CACHE_STATS_IMAGES; i++)
 		if (c->st)
 			cache_image_unregister(c, i);

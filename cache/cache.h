@@ -6,6 +6,8 @@
  * Layout of a cache directory DIR:
  *   DIR/chunks/ab/<32 hex>   one file per chunk, exactly its bytes
  *   DIR/indexes/<32 hex>     image indexes, kept so that a remount needs no fetch
+ *   DIR/files/<32 hex>       whole-file objects: one file's bytes, for FUSE
+ *                            passthrough (cache_file_open); derived from chunks
  *   DIR/stats                shared counters (see struct cache_stats), mapped by
  *                            every daemon and by `lazyroot cache stats`
  *   DIR/lock                 daemons hold a shared flock on it while running
@@ -123,6 +125,38 @@ int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *c
 int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
                     cache_cb cb, void *ud);
 
+/* ---- whole-file objects --------------------------------------------------- */
+
+/* One piece of a file: len bytes from offset off of chunk ch. */
+struct cache_piece {
+	struct cache_chunk ch;
+	uint32_t off, len;
+};
+
+/*
+ * A file whose bytes are pieces[0..npieces) in order (no holes), as one
+ * plain file on the cache disk, checked by this daemon: for FUSE passthrough.
+ * Returns a read-only descriptor, borrowed: valid until control returns to
+ * the loop (register it with the kernel, or dup it, at once).  Otherwise:
+ *  -EINPROGRESS  an object found on disk is being checked (hashing it takes
+ *            a few ms per 10 MB, more when it must come from the disk):
+ *            cb(ud, 0 or -errno) runs from the loop when that ends, and a
+ *            call then gets the answer; only when cb is not NULL;
+ *  -EAGAIN   the object is being made (or checked, cb NULL) on a worker
+ *            thread now; a later call may succeed;
+ *  -ENOENT   it cannot be made now: a chunk of it is not on the cache disk
+ *            (nothing was started), or making it failed for good;
+ *  -EINVAL, -ENOMEM.
+ * An object is made when every chunk is on disk (each re-hashed as it is
+ * copied), and one found on disk is re-hashed once per daemon before first
+ * use; neither blocks the loop (nor waits for the other: an object is made
+ * while its file is served from the chunks).  Cost on the loop: O(npieces).
+ */
+int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
+                    cache_cb cb, void *ud);
+/* Count an open that the kernel serves from a whole-file object. */
+void cache_note_passthrough(struct cache *c);
+
 /* Register a mounted image for per-image counters: its index name (hex), its
  * size in chunk bytes and the mountpoint.  Returns a slot, or -ENOSPC when all
  * slots are taken (the image is then not counted on its own). */
@@ -172,6 +206,12 @@ struct cache_stats {
 	/* fetches cache_read_near() started for a miss's neighbours, not for a
 	 * reader (appended: a file of an earlier daemon holds 0 here) */
 	uint64_t near_fetches;
+	/* whole-file objects (appended likewise): opens served by FUSE
+	 * passthrough from one; objects made; objects that failed their check
+	 * and were dropped */
+	uint64_t passthrough_opens;
+	uint64_t files_made;
+	uint64_t file_failures;
 };
 
 /* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */
@@ -180,9 +220,11 @@ void cache_stats_unmap(const struct cache_stats *st);
 
 /* ---- maintenance (no daemon needed; safe while daemons run) --------------- */
 
-/* Re-hash every chunk file; delete those that fail.  ret_* may be NULL. */
+/* Re-hash every chunk file and whole-file object; delete those that fail.
+ * ret_* may be NULL. */
 int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped);
-/* Delete least recently used chunk files until at most bytes remain. */
+/* Delete whole-file objects, then least recently used chunk files, until at
+ * most bytes remain. */
 int cache_trim(const char *dir, uint64_t bytes, uint64_t *ret_freed);
 
 #endif

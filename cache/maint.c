@@ -145,10 +145,45 @@ int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), v
 	return 0;
 }
 
+int cache_scan_files(int files_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud)
+{
+	int fd = dup(files_fd);
+	DIR *dp;
+	struct dirent *de;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	dp = fdopendir(fd);
+	if (!dp) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	rewinddir(dp);
+	while (r >= 0 && (de = readdir(dp))) {
+		struct cache_file f;
+		struct stat st;
+
+		if (!is_lower_hex(de->d_name, CACHE_CHUNK_NAME_LEN))
+			continue;
+		if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		hex_decode(de->d_name, f.name, HASH_SIZE);
+		snprintf(f.rel, sizeof(f.rel), "%.32s", de->d_name);
+		f.size = (uint64_t)st.st_size;
+		f.mtime = st.st_mtim.tv_sec;
+		r = fn(ud, &f);
+	}
+	closedir(dp);
+	return r;
+}
+
 /* Both commands work on DIR: its chunk directory, and its stats when any
  * daemon ever created them (without, there are no gauges to keep). */
 struct maint {
-	int dir_fd, chunks_fd;
+	int dir_fd, chunks_fd, files_fd;    /* files_fd: -1 when there is no files/ */
 	struct cache_stats *st;
 	uint64_t checked, dropped, freed;
 	struct cache_file *files;
@@ -159,7 +194,7 @@ struct maint {
 static int maint_open(const char *dir, struct maint *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->chunks_fd = -1;
+	m->chunks_fd = m->files_fd = -1;
 	m->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (m->dir_fd < 0)
 		return -errno;
@@ -170,6 +205,7 @@ static int maint_open(const char *dir, struct maint *m)
 		close(m->dir_fd);
 		return r;
 	}
+	m->files_fd = openat(m->dir_fd, "files", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (faccessat(m->dir_fd, "stats", F_OK, 0) == 0 &&
 	    cache_stats_open_rw(m->dir_fd, false, &m->st) < 0)
 		m->st = NULL;
@@ -180,6 +216,8 @@ static void maint_close(struct maint *m)
 {
 	cache_stats_unmap_rw(m->st);
 	free(m->files);
+	if (m->files_fd >= 0)
+		close(m->files_fd);
 	if (m->chunks_fd >= 0)
 		close(m->chunks_fd);
 	if (m->dir_fd >= 0)
@@ -189,7 +227,10 @@ static void maint_close(struct maint *m)
 /* Unlink one chunk file; true when this call removed it. */
 static bool maint_unlink(struct maint *m, const struct cache_file *f)
 {
-	if (unlinkat(m->chunks_fd, f->rel, 0) < 0)
+	/* a chunk's rel has its fan-out directory; an object's is its name */
+	int dfd = strchr(f->rel, '/') ? m->chunks_fd : m->files_fd;
+
+	if (unlinkat(dfd, f->rel, 0) < 0)
 		return false;
 	if (m->st)
 		stat_sub(&m->st->used, f->size);
@@ -224,6 +265,27 @@ static int verify_one(void *ud, const struct cache_file *f)
 	return 0;
 }
 
+/* A whole-file object against the hash in its xattr. */
+static int verify_file(void *ud, const struct cache_file *f)
+{
+	struct maint *m = ud;
+	int r = cache_file_check(m->files_fd, f->rel, f->size);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0 && r != -EBADMSG)
+		return r;
+	m->checked++;
+	if (r == 0 || unlinkat(m->files_fd, f->rel, 0) < 0)
+		return 0;
+	m->dropped++;
+	if (m->st) {
+		stat_sub(&m->st->used, f->size);
+		stat_add(&m->st->file_failures, 1);
+	}
+	return 0;
+}
+
 int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped)
 {
 	struct maint m;
@@ -232,6 +294,8 @@ int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped)
 	if (r < 0)
 		return r;
 	r = cache_scan(m.chunks_fd, verify_one, &m);
+	if (r == 0 && m.files_fd >= 0)
+		r = cache_scan_files(m.files_fd, verify_file, &m);
 	if (ret_checked)
 		*ret_checked = m.checked;
 	if (ret_dropped)
@@ -273,7 +337,15 @@ int cache_trim(const char *dir, uint64_t bytes, uint64_t *ret_freed)
 
 	if (r < 0)
 		return r;
-	r = cache_scan(m.chunks_fd, collect_one, &m);
+	/* whole-file objects first (they sort before every chunk), oldest
+	 * first; then chunks, oldest first */
+	if (m.files_fd >= 0) {
+		r = cache_scan_files(m.files_fd, collect_one, &m);
+		for (size_t i = 0; i < m.n; i++)
+			m.files[i].mtime = INT64_MIN;
+	}
+	if (r == 0)
+		r = cache_scan(m.chunks_fd, collect_one, &m);
 	if (r == 0 && m.n)
 		qsort(m.files, m.n, sizeof(*m.files), cmp_mtime);
 	for (size_t i = 0; r == 0 && i < m.n && m.total > bytes; i++) {

@@ -91,6 +91,9 @@ static void print_table(const char *dir, const struct cache_stats *st)
 	printf("  %-18s %llu\n", "memory served", (unsigned long long)st->memory_served);
 	printf("  %-18s %llu (with a miss, the store being slow)\n", "fetched ahead",
 	       (unsigned long long)st->near_fetches);
+	printf("  %-18s %llu opens served by passthrough; %llu objects made, %llu dropped\n",
+	       "whole files", (unsigned long long)st->passthrough_opens,
+	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures);
 	printf("  %-18s %llu requests, %llu retries, %llu failovers, %llu failures\n", "store",
 	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
 	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures);
@@ -117,7 +120,8 @@ static void print_json(const struct cache_stats *st)
 	       "\"verify_failures\":%llu,\"errors\":%llu,\"evictions\":%llu,"
 	       "\"evicted_bytes\":%llu,\"memory_served\":%llu,\"fetch_latency_sum_us\":%llu,"
 	       "\"store_requests\":%llu,\"store_retries\":%llu,\"store_failovers\":%llu,"
-	       "\"store_failures\":%llu,\"near_fetches\":%llu,\"fetch_latency_us\":[",
+	       "\"store_failures\":%llu,\"near_fetches\":%llu,\"passthrough_opens\":%llu,"
+	       "\"files_made\":%llu,\"file_failures\":%llu,\"fetch_latency_us\":[",
 	       (unsigned long long)st->used, (unsigned long long)st->limit,
 	       (unsigned long long)st->inflight, (unsigned long long)st->hits,
 	       (unsigned long long)st->misses, (unsigned long long)st->fetched_bytes,
@@ -128,7 +132,8 @@ static void print_json(const struct cache_stats *st)
 	       (unsigned long long)st->fetch_latency_sum_us,
 	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
 	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures,
-	       (unsigned long long)st->near_fetches);
+	       (unsigned long long)st->near_fetches, (unsigned long long)st->passthrough_opens,
+	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures);
 	/* the last bucket holds everything slower: no upper bound */
 	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++) {
 		if (i == CACHE_LATENCY_BUCKETS - 1)
@@ -216,6 +221,12 @@ static void print_prometheus(const struct cache_stats *st)
 		  store.failures),
 		F("near_fetches_total", "counter",
 		  "Fetches of a miss's neighbours, the store being slow.", near_fetches),
+		F("passthrough_opens_total", "counter",
+		  "Opens the kernel serves from a whole-file object (FUSE passthrough).",
+		  passthrough_opens),
+		F("files_made_total", "counter", "Whole-file objects made from chunks.", files_made),
+		F("file_failures_total", "counter",
+		  "Whole-file objects that failed their check and were dropped.", file_failures),
 #undef F
 	};
 	static const struct {

@@ -1,7 +1,8 @@
 /* test_cache.c — the chunk cache against real files, a real dir: store and a
  * real loop: hits and misses, single flight, eviction, corruption on disk and
  * in the store, a full cache disk, two daemons on one directory, counters,
- * verify and trim, neighbours fetched on a slow store only. */
+ * verify and trim, neighbours fetched on a slow store only, whole-file
+ * objects. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -693,6 +694,149 @@ static void test_cache__near_fetched_from_a_slow_store(void **state)
 	cache_free(c);
 }
 
+/* cache_file_open() until it stops answering -EAGAIN (the worker making or
+ * checking the object has not posted its result yet). */
+static int file_open_wait(struct cache *c, const struct cache_piece *p, unsigned n)
+{
+	int r;
+
+	for (int i = 0; i < 10000; i++) {
+		r = cache_file_open(c, p, n, NULL, NULL);
+		if (r != -EAGAIN)
+			return r;
+		if (loop_run_once(loop, true) == 0)
+			usleep(1000);
+	}
+	return r;
+}
+
+static void fd_equal(int fd, const uint8_t *want, size_t len)
+{
+	uint8_t *got = malloc(len + 1);
+	struct stat sb;
+
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(sb.st_size, len);
+	assert_int_equal(pread_full(fd, got, len + 1, 0), len);
+	assert_memory_equal(got, want, len);
+	assert_true((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY);
+	free(got);
+}
+
+static void object_path(char *out, size_t outlen)
+{
+	char cmd[256];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "ls -d %s/files/* 2>/dev/null", cdir);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	out[0] = 0;
+	if (!fgets(out, (int)outlen, f))
+		out[0] = 0;
+	out[strcspn(out, "\n")] = 0;
+	pclose(f);
+}
+
+/* Whole-file objects: made only when every chunk is on disk, with the bytes
+ * of the pieces, counted in `used`; checked once by a new cache (a waiter is
+ * told when), a flipped one dropped and made again; evicted before chunks. */
+static void test_cache__whole_file_objects(void **state)
+{
+	struct cache_piece p[3];
+	struct cache_chunk extra[6];
+	uint8_t *want, *chunk;
+	size_t len = 0;
+	struct cache *c;
+	const struct cache_stats *st;
+	struct res r = { 0 };
+	char path[256];
+	uint64_t chunks_bytes = 0;
+	int fd;
+
+	put_chunk(40, 256 << 10, &p[0].ch);
+	put_chunk(41, 300 << 10, &p[1].ch);
+	put_chunk(42, 200 << 10, &p[2].ch);
+	p[0].off = 0, p[0].len = p[0].ch.size;
+	p[1].off = 1000, p[1].len = 100000;        /* a piece of a shared chunk */
+	p[2].off = 0, p[2].len = p[2].ch.size;
+	want = malloc(1 << 20);
+	chunk = malloc(1 << 20);
+	for (unsigned i = 0; i < 3; i++) {
+		fill(chunk, p[i].ch.size, 40 + i);
+		memcpy(want + len, chunk + p[i].off, p[i].len);
+		len += p[i].len;
+		chunks_bytes += p[i].ch.size;
+	}
+
+	c = open_cache(64 << 20, 1 << 20);
+	st = stats();
+	/* nothing cached: nothing started */
+	assert_int_equal(cache_file_open(c, p, 3, NULL, NULL), -ENOENT);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(cache_prefetch(c, store, &p[i].ch, -1, res_cb, &r), 0);
+	drain();
+	assert_int_equal(cache_file_open(c, p, 3, NULL, NULL), -EAGAIN);
+	fd = file_open_wait(c, p, 3);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	assert_int_equal(st->files_made, 1);
+	assert_int_equal(st->used, chunks_bytes + len);
+	cache_free(c);
+
+	/* a new cache checks it before handing it out, and says when */
+	c = open_cache(64 << 20, 1 << 20);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_open(c, p, 3, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(r.calls, 0);
+	while (!r.calls)
+		assert_true(loop_run_once(loop, true) >= 0);
+	assert_int_equal(r.res, 0);
+	fd = cache_file_open(c, p, 3, NULL, NULL);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	assert_int_equal(st->files_made, 1);
+	assert_int_equal(st->used, chunks_bytes + len);
+	cache_free(c);
+
+	/* flipped on disk: dropped when checked, made again */
+	object_path(path, sizeof(path));
+	assert_true(path[0]);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "X", 1, 5000), 1);
+	close(fd);
+	c = open_cache(64 << 20, 1 << 20);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_open(c, p, 3, res_cb, &r), -EINPROGRESS);
+	while (!r.calls)
+		assert_true(loop_run_once(loop, true) >= 0);
+	assert_int_equal(r.res, -EBADMSG);
+	assert_int_equal(st->file_failures, 1);
+	assert_int_equal(st->used, chunks_bytes);
+	fd = file_open_wait(c, p, 3);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	assert_int_equal(st->files_made, 2);
+	cache_free(c);
+
+	/* over the limit: the object goes first, the newer chunks stay */
+	c = open_cache(chunks_bytes + len + (1 << 20), 1 << 20);
+	for (unsigned i = 0; i < 6; i++) {
+		put_chunk(50 + i, 256 << 10, &extra[i]);
+		assert_int_equal(cache_prefetch(c, store, &extra[i], -1, res_cb, &r), 0);
+	}
+	drain();
+	object_path(path, sizeof(path));
+	assert_false(path[0]);
+	assert_true(st->evictions >= 1);
+	assert_true(st->used <= chunks_bytes + len + (1 << 20));
+	cache_free(c);
+	cache_stats_unmap(st);
+	free(want);
+	free(chunk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -718,6 +862,7 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__near_fetched_from_a_slow_store, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__whole_file_objects, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);

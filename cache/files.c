@@ -1,0 +1,710 @@
+/*
+ * files.c — whole-file objects: a file's bytes as one plain file on the cache
+ * disk, DIR/files/<32 hex>, so that the filesystem can hand it to the kernel
+ * for FUSE passthrough (reads and mmap then go straight to the cache disk's
+ * page cache, with large folios, and a cold read is one contiguous file).
+ *
+ * An object is derived data: its name is the XXH3-128 of the file's piece
+ * list (chunk names, sizes and the ranges taken from each), so it is shared
+ * by every image holding the same file, and it can always be made again from
+ * the chunks.  The XXH3-128 of its bytes is kept in the xattr
+ * CACHE_FILE_XATTR.
+ *
+ * Invariants:
+ *  - an object becomes visible only whole: it is written into an O_TMPFILE,
+ *    every chunk read for it is hashed against its name first, and it is
+ *    linked into files/ last; a kill at any moment leaves nothing behind;
+ *  - this daemon hands out an object only once it wrote it or re-hashed it
+ *    against its xattr (an object left by an earlier daemon, or a crash, is
+ *    checked on first use; a mismatch is unlinked and counted);
+ *  - making and checking run on one worker thread, never on the loop's: the
+ *    loop only queues jobs and takes their results;
+ *  - objects count in the shared `used` gauge like chunk files, moved only by
+ *    this process's own link or unlink; eviction takes them before chunks.
+ *
+ * State other than the job queue belongs to the loop's thread.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "cache/cache-internal.h"
+#include "lib/loop.h"
+
+#define WF_BUCKETS 256
+#define WF_IO (1 << 20)                 /* bytes hashed per read while checking */
+#define WF_LIMIT_SHARE 8                /* an object is at most limit / this */
+
+enum wf_state {
+	WF_UNCHECKED,                   /* on disk, not checked by this daemon */
+	WF_BUSY,                        /* a job is out for it */
+	WF_READY,                       /* fd open on a checked object */
+	WF_FAILED,                      /* could not be made; not tried again */
+};
+
+/* Someone waiting for an object's check (cache_file_open: -EINPROGRESS). */
+struct wf_waiter {
+	struct wf_waiter *next;
+	cache_cb cb;
+	void *ud;
+};
+
+struct wfile {
+	struct wf_waiter *waiters;      /* WF_BUSY on a check: called when it ends */
+	uint8_t key[HASH_SIZE];
+	uint64_t size;
+	enum wf_state state;
+	bool on_disk;                   /* a file files/<hex> (as far as we know) */
+	int fd;                         /* WF_READY: read-only, checked */
+	struct wfile *hnext;
+	struct wfile *lprev, *lnext;    /* on-disk LRU, head = most recently used */
+};
+
+struct wf_job {
+	struct wf_job *next;
+	struct wfiles *w;
+	struct wfile *e;                /* NULL once the entry is gone */
+	bool make;                      /* assemble (else: check what is on disk) */
+	struct cache_piece *pieces;     /* make: the file's pieces, owned */
+	unsigned npieces;
+	uint64_t size;
+	/* results */
+	int res;                        /* fd (read-only) or -errno */
+	bool linked;                    /* make: this job linked the object */
+	bool dropped;                   /* check: this job unlinked a bad object */
+};
+
+struct wlist {
+	struct wfile *head, *tail;
+};
+
+struct wfiles {
+	struct cache *c;                /* borrowed */
+	struct loop *loop;              /* borrowed */
+	struct cache_stats *st;         /* borrowed */
+	int files_fd, chunks_fd;        /* files_fd owned */
+	uint64_t limit;                 /* the cache's limit in bytes */
+	struct wfile *buckets[WF_BUCKETS];
+	struct wlist lru;
+	unsigned out;                   /* jobs queued or running, results not yet taken */
+	bool thread_started;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct wf_job *q_head, *q_tail; /* protected by lock */
+	bool stop;                      /* protected by lock */
+};
+
+static struct wfile **wf_slot(struct wfiles *w, const uint8_t key[HASH_SIZE])
+{
+	struct wfile **pp = &w->buckets[key[0]];
+
+	while (*pp && memcmp((*pp)->key, key, HASH_SIZE))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static void lru_unlink(struct wlist *l, struct wfile *e)
+{
+	if (e->lprev)
+		e->lprev->lnext = e->lnext;
+	else
+		l->head = e->lnext;
+	if (e->lnext)
+		e->lnext->lprev = e->lprev;
+	else
+		l->tail = e->lprev;
+	e->lprev = e->lnext = NULL;
+}
+
+static void lru_push_head(struct wlist *l, struct wfile *e)
+{
+	e->lprev = NULL;
+	e->lnext = l->head;
+	if (l->head)
+		l->head->lprev = e;
+	else
+		l->tail = e;
+	l->head = e;
+}
+
+static struct wfile *wf_add(struct wfiles *w, const uint8_t key[HASH_SIZE], uint64_t size)
+{
+	struct wfile *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	memcpy(e->key, key, HASH_SIZE);
+	e->size = size;
+	e->fd = -1;
+	e->hnext = w->buckets[key[0]];
+	w->buckets[key[0]] = e;
+	return e;
+}
+
+static void wf_set_on_disk(struct wfiles *w, struct wfile *e, bool on)
+{
+	if (e->on_disk == on)
+		return;
+	e->on_disk = on;
+	if (on)
+		lru_push_head(&w->lru, e);
+	else
+		lru_unlink(&w->lru, e);
+}
+
+/* Forget e: out of the table and the LRU, its fd closed (a kernel backing
+ * file registered from it keeps its own reference). */
+static void wf_remove(struct wfiles *w, struct wfile *e)
+{
+	struct wfile **pp = wf_slot(w, e->key);
+
+	*pp = e->hnext;
+	wf_set_on_disk(w, e, false);
+	if (e->fd >= 0)
+		close(e->fd);
+	free(e);
+}
+
+/* ---- the worker ----------------------------------------------------------- */
+
+/* Hash the object at fd (size bytes) and compare with its xattr. */
+static int check_fd(int fd, uint64_t size)
+{
+	_cleanup_free_ uint8_t *buf = malloc(WF_IO);
+	struct hash128_state *hs = hash128_new();
+	uint8_t want[HASH_SIZE], got[HASH_SIZE];
+	struct stat sb;
+	uint64_t off = 0;
+	int r = 0;
+
+	if (!buf || !hs) {
+		hash128_free(hs);
+		return -ENOMEM;
+	}
+	if (fstat(fd, &sb) < 0)
+		r = -errno;
+	else if ((uint64_t)sb.st_size != size)
+		r = -EBADMSG;
+	else if (fgetxattr(fd, CACHE_FILE_XATTR, want, sizeof(want)) != sizeof(want))
+		r = errno == ENODATA || errno == ERANGE ? -EBADMSG : -errno;
+	while (r == 0 && off < size) {
+		ssize_t n = pread_full(fd, buf, (size_t)MIN((uint64_t)WF_IO, size - off), off);
+
+		if (n <= 0) {
+			r = n < 0 ? (int)n : -EBADMSG;
+			break;
+		}
+		hash128_update(hs, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	if (r == 0) {
+		hash128_final(hs, got);
+		if (memcmp(got, want, HASH_SIZE))
+			r = -EBADMSG;
+	}
+	hash128_free(hs);
+	return r;
+}
+
+int cache_file_check(int files_fd, const char *hex, uint64_t size)
+{
+	_cleanup_close_ int fd = openat(files_fd, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -errno;
+	return check_fd(fd, size);
+}
+
+static void job_check(struct wf_job *j)
+{
+	char hex[HASH_HEX_SIZE];
+	int fd, r;
+
+	hex_encode(j->e ? j->e->key : (const uint8_t *)"", HASH_SIZE, hex);
+	fd = openat(j->w->files_fd, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		j->res = -errno;
+		return;
+	}
+	r = check_fd(fd, j->size);
+	if (r == -EBADMSG) {
+		j->dropped = unlinkat(j->w->files_fd, hex, 0) == 0;
+		close(fd);
+		j->res = r;
+		return;
+	}
+	if (r < 0) {
+		close(fd);
+		j->res = r;
+		return;
+	}
+	j->res = fd;
+}
+
+/* Read chunk ch whole from the chunk files and check it against its name. */
+static int read_chunk(int chunks_fd, const struct cache_chunk *ch, uint8_t *buf)
+{
+	char hex[HASH_HEX_SIZE], rel[CACHE_REL_LEN];
+	_cleanup_close_ int fd = -1;
+	uint8_t got[HASH_SIZE];
+	ssize_t n;
+
+	hex_encode(ch->name, HASH_SIZE, hex);
+	snprintf(rel, sizeof(rel), "%.2s/%s", hex, hex);
+	fd = openat(chunks_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = pread_full(fd, buf, ch->size, 0);
+	if (n < 0)
+		return (int)n;
+	hash128(buf, (size_t)n, got);
+	if ((uint64_t)n != ch->size || memcmp(got, ch->name, HASH_SIZE))
+		return -EBADMSG;
+	return 0;
+}
+
+static void job_make(struct wf_job *j)
+{
+	struct wfiles *w = j->w;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ uint8_t *buf = NULL;
+	struct hash128_state *hs = NULL;
+	uint8_t sum[HASH_SIZE];
+	char hex[HASH_HEX_SIZE], proc[64];
+	uint32_t bufsize = 0;
+	uint64_t pos = 0;
+	int r = 0;
+
+	for (unsigned i = 0; i < j->npieces; i++)
+		bufsize = MAX(bufsize, j->pieces[i].ch.size);
+	buf = malloc(bufsize ? bufsize : 1);
+	hs = hash128_new();
+	fd = openat(w->files_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+	if (!buf || !hs)
+		r = -ENOMEM;
+	else if (fd < 0)
+		r = -errno;
+	for (unsigned i = 0; r == 0 && i < j->npieces; i++) {
+		const struct cache_piece *p = &j->pieces[i];
+
+		r = read_chunk(w->chunks_fd, &p->ch, buf);
+		if (r < 0)
+			break;
+		r = pwrite_full(fd, buf + p->off, p->len, pos);
+		hash128_update(hs, buf + p->off, p->len);
+		pos += p->len;
+	}
+	if (r == 0) {
+		hash128_final(hs, sum);
+		if (fsetxattr(fd, CACHE_FILE_XATTR, sum, sizeof(sum), 0) < 0)
+			r = -errno;
+	}
+	hash128_free(hs);
+	if (r < 0) {
+		j->res = r;
+		return;
+	}
+	hex_encode(j->e ? j->e->key : (const uint8_t *)"", HASH_SIZE, hex);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, w->files_fd, hex, AT_SYMLINK_FOLLOW) == 0)
+		j->linked = true;
+	else if (errno != EEXIST) {
+		j->res = -errno;
+		return;
+	}
+	/* Hand out a read-only descriptor: the backing file of a passthrough
+	 * open must not be writable through it. */
+	j->res = open(proc, O_RDONLY | O_CLOEXEC);
+	if (j->res < 0)
+		j->res = -errno;
+}
+
+static void job_done(void *ud);
+
+static void *worker_main(void *arg)
+{
+	struct wfiles *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		struct wf_job *j;
+
+		while (!w->q_head && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (w->stop)
+			break;
+		j = w->q_head;
+		w->q_head = j->next;
+		if (!w->q_head)
+			w->q_tail = NULL;
+		pthread_mutex_unlock(&w->lock);
+		if (j->make)
+			job_make(j);
+		else
+			job_check(j);
+		if (loop_post(w->loop, job_done, j) < 0) {
+			/* the loop cannot take it: the job's result is lost, the
+			 * entry stays busy (never handed out) */
+			if (j->res >= 0)
+				close(j->res);
+		}
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* ---- on the loop ---------------------------------------------------------- */
+
+static void job_free(struct wf_job *j)
+{
+	free(j->pieces);
+	free(j);
+}
+
+static void waiters_run(struct wf_waiter *wt, int res)
+{
+	while (wt) {
+		struct wf_waiter *next = wt->next;
+
+		wt->cb(wt->ud, res);
+		free(wt);
+		wt = next;
+	}
+}
+
+static void job_done(void *ud)
+{
+	struct wf_job *j = ud;
+	struct wfiles *w = j->w;
+	struct wfile *e = j->e;
+	struct wf_waiter *wt = e ? e->waiters : NULL;
+	int res;
+
+	w->out--;
+	if (e)
+		e->waiters = NULL;
+	if (j->linked)
+		stat_add(&w->st->used, j->size);
+	if (j->dropped) {
+		stat_sub(&w->st->used, j->size);
+		stat_add(&w->st->file_failures, 1);
+	}
+	if (j->linked)
+		stat_add(&w->st->files_made, 1);
+	if (!e) {
+		if (j->res >= 0)
+			close(j->res);
+		job_free(j);
+		return;
+	}
+	if (j->res >= 0) {
+		e->state = WF_READY;
+		e->fd = j->res;
+		wf_set_on_disk(w, e, true);
+	} else if (j->res == -ENOENT || j->res == -EBADMSG) {
+		/* gone, a chunk evicted meanwhile, or bad bytes (dropped): made
+		 * again later from the chunks */
+		wf_remove(w, e);
+	} else {
+		/* ENOSPC and the like: the chunks stay enough; not tried again
+		 * by this daemon */
+		if (j->res != -ENOSPC && j->res != -EDQUOT)
+			log_errno(j->res, "cache: whole-file object");
+		e->state = WF_FAILED;
+		wf_set_on_disk(w, e, false);
+	}
+	res = j->res >= 0 ? 0 : j->res;
+	if (j->linked)
+		cache_evict_over(w->c);
+	job_free(j);
+	waiters_run(wt, res);
+}
+
+static int job_queue(struct wfiles *w, struct wf_job *j)
+{
+	if (!w->thread_started) {
+		if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+			return -EAGAIN;
+		w->thread_started = true;
+	}
+	pthread_mutex_lock(&w->lock);
+	if (w->q_tail)
+		w->q_tail->next = j;
+	else
+		w->q_head = j;
+	w->q_tail = j;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	w->out++;
+	return 0;
+}
+
+static void piece_key(const struct cache_piece *p, unsigned n, uint8_t key[HASH_SIZE])
+{
+	struct hash128_state *hs = hash128_new();
+
+	if (!hs) {
+		memset(key, 0, HASH_SIZE);
+		return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t rec[HASH_SIZE + 12];
+
+		memcpy(rec, p[i].ch.name, HASH_SIZE);
+		memcpy(rec + HASH_SIZE, &p[i].ch.size, 4);
+		memcpy(rec + HASH_SIZE + 4, &p[i].off, 4);
+		memcpy(rec + HASH_SIZE + 8, &p[i].len, 4);
+		hash128_update(hs, rec, sizeof(rec));
+	}
+	hash128_final(hs, key);
+	hash128_free(hs);
+}
+
+/* Wait for e's check: -EINPROGRESS, or -EAGAIN when no one may wait. */
+static int wait_check(struct wfile *e, cache_cb cb, void *cb_ud)
+{
+	struct wf_waiter *wt;
+
+	if (!cb || !(wt = malloc(sizeof(*wt))))
+		return -EAGAIN;
+	wt->cb = cb;
+	wt->ud = cb_ud;
+	wt->next = e->waiters;
+	e->waiters = wt;
+	return -EINPROGRESS;
+}
+
+int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
+               bool (*have)(void *ud, const struct cache_chunk *ch), void *ud, cache_cb cb,
+               void *cb_ud)
+{
+	static const uint8_t zero[HASH_SIZE];
+	uint8_t key[HASH_SIZE];
+	struct wfile *e;
+	struct wf_job *j;
+	uint64_t size = 0;
+	bool make;
+	int r;
+
+	if (!npieces)
+		return -EINVAL;
+	for (unsigned i = 0; i < npieces; i++) {
+		if ((uint64_t)pieces[i].off + pieces[i].len > pieces[i].ch.size)
+			return -EINVAL;
+		size += pieces[i].len;
+	}
+	piece_key(pieces, npieces, key);
+	if (!memcmp(key, zero, HASH_SIZE))
+		return -ENOMEM;
+	e = *wf_slot(w, key);
+	if (e && e->state == WF_READY) {
+		lru_unlink(&w->lru, e);
+		lru_push_head(&w->lru, e);
+		return e->fd;
+	}
+	if (e && e->state == WF_BUSY)
+		return e->on_disk ? wait_check(e, cb, cb_ud) : -EAGAIN;
+	if (e && e->state == WF_FAILED)
+		return -ENOENT;
+	if (e && e->size != size) {
+		/* a file of another size under this name: not ours to trust */
+		e->state = WF_FAILED;
+		return -ENOENT;
+	}
+	if (!e) {
+		/* an object that large would push out as many chunks, or be
+		 * evicted as soon as made */
+		if (size > w->limit / WF_LIMIT_SHARE)
+			return -ENOENT;
+		for (unsigned i = 0; i < npieces; i++)
+			if (!have(ud, &pieces[i].ch))
+				return -ENOENT;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->w = w;
+	j->size = size;
+	j->make = !e;
+	if (j->make) {
+		j->pieces = malloc(npieces * sizeof(*pieces));
+		e = wf_add(w, key, size);
+		if (!j->pieces || !e) {
+			if (e)
+				wf_remove(w, e);
+			job_free(j);
+			return -ENOMEM;
+		}
+		memcpy(j->pieces, pieces, npieces * sizeof(*pieces));
+		j->npieces = npieces;
+	}
+	j->e = e;
+	make = j->make;
+	r = job_queue(w, j);
+	if (r < 0) {
+		if (make)
+			wf_remove(w, e);
+		job_free(j);
+		return r;
+	}
+	e->state = WF_BUSY;
+	return make ? -EAGAIN : wait_check(e, cb, cb_ud);
+}
+
+uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need)
+{
+	uint64_t freed = 0;
+	struct wfile *e = w->lru.tail;
+
+	while (e && (__atomic_load_n(&w->st->used, __ATOMIC_RELAXED) > limit || freed < need)) {
+		struct wfile *prev = e->lprev;
+		char hex[HASH_HEX_SIZE];
+
+		/* one being checked stays: its job holds the name */
+		if (e->state != WF_BUSY) {
+			hex_encode(e->key, HASH_SIZE, hex);
+			if (unlinkat(w->files_fd, hex, 0) == 0) {
+				stat_sub(&w->st->used, e->size);
+				stat_add(&w->st->evictions, 1);
+				stat_add(&w->st->evicted_bytes, e->size);
+				freed += e->size;
+			}
+			wf_remove(w, e);
+		}
+		e = prev;
+	}
+	return freed;
+}
+
+static int scan_one(void *ud, const struct cache_file *f)
+{
+	struct wfiles *w = ud;
+	struct wfile *e;
+
+	if (*wf_slot(w, f->name))
+		return 0;
+	e = wf_add(w, f->name, f->size);
+	if (!e)
+		return -ENOMEM;
+	wf_set_on_disk(w, e, true);
+	return 0;
+}
+
+struct file_sort {
+	struct cache_file *v;
+	size_t n, cap;
+	uint64_t total;
+};
+
+static int sort_collect(void *ud, const struct cache_file *f)
+{
+	struct file_sort *s = ud;
+
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct cache_file *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = *f;
+	s->total += f->size;
+	return 0;
+}
+
+static int cmp_mtime(const void *a, const void *b)
+{
+	const struct cache_file *x = a, *y = b;
+
+	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, uint64_t limit,
+               struct cache_stats *st, bool alone, struct wfiles **ret)
+{
+	struct wfiles *w = calloc(1, sizeof(*w));
+	struct file_sort s = { 0 };
+	int r;
+
+	if (!w)
+		return -ENOMEM;
+	w->c = c;
+	w->loop = loop;
+	w->st = st;
+	w->chunks_fd = chunks_fd;
+	w->limit = limit;
+	w->files_fd = -1;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	if (mkdirat(dir_fd, "files", 0755) < 0 && errno != EEXIST) {
+		r = -errno;
+		goto fail;
+	}
+	w->files_fd = openat(dir_fd, "files", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (w->files_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* oldest first, so that the newest end up at the LRU head */
+	r = cache_scan_files(w->files_fd, sort_collect, &s);
+	if (r == 0 && s.n)
+		qsort(s.v, s.n, sizeof(*s.v), cmp_mtime);
+	for (size_t i = 0; r == 0 && i < s.n; i++)
+		r = scan_one(w, &s.v[i]);
+	free(s.v);
+	if (r < 0)
+		goto fail;
+	/* alone on DIR: the chunk scan has just set the gauge; add ours */
+	if (alone)
+		stat_add(&st->used, s.total);
+	*ret = w;
+	return 0;
+fail:
+	wfiles_free(w);
+	return r;
+}
+
+void wfiles_free(struct wfiles *w)
+{
+	if (!w)
+		return;
+	if (w->thread_started) {
+		struct wf_job *j;
+
+		pthread_mutex_lock(&w->lock);
+		w->stop = true;
+		j = w->q_head;
+		w->q_head = w->q_tail = NULL;
+		pthread_cond_signal(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+		while (j) {
+			struct wf_job *next = j->next;
+
+			job_free(j);
+			w->out--;
+			j = next;
+		}
+		/* what the worker finished is posted: take it before freeing */
+		while (w->out && loop_run_once(w->loop, true) >= 0)
+			;
+	}
+	for (unsigned i = 0; i < WF_BUCKETS; i++)
+		while (w->buckets[i]) {
+			struct wf_waiter *wt = w->buckets[i]->waiters;
+
+			w->buckets[i]->waiters = NULL;
+			waiters_run(wt, -ECANCELED);
+			wf_remove(w, w->buckets[i]);
+		}
+	if (w->files_fd >= 0)
+		close(w->files_fd);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w);
+}

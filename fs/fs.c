@@ -17,6 +17,10 @@
  *    directory listings and pages for as long as it likes (timeouts of
  *    FS_TIMEOUT, keep_cache, cache_readdir — the kernel's defaults for files
  *    and directories once open and opendir have answered ENOSYS);
+ *  - with FUSE passthrough (root, kernel 6.9+), a large file whose bytes the
+ *    cache holds as one whole-file object is opened with FOPEN_PASSTHROUGH:
+ *    the kernel then reads and maps that file itself, and no READ reaches
+ *    us; an inode is served one way at a time (struct fs_open_state);
  *  - image inode numbers are FUSE node ids (the root is 1 in both), so lookup
  *    counts need no bookkeeping and forget frees nothing;
  *  - a struct fs is not freed while a read of it is in flight or its session
@@ -29,6 +33,7 @@
 #include <limits.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -61,6 +66,32 @@
  * make idmapped mounts of its filesystem; bit 40, sent in flags2 beside
  * FUSE_INIT_EXT.  Debian 12's <linux/fuse.h> (7.38) and libfuse 3.14 lack it. */
 #define FS_FUSE_ALLOW_IDMAP (1ull << 40)
+/* FUSE passthrough (protocol 7.40, kernel 6.9; Debian 12's <linux/fuse.h> has
+ * 7.38): the INIT flag (bit 37, in flags2), the open flag, and the device
+ * ioctls that register a backing file and drop it.  fuse_open_out's padding
+ * became backing_id and fuse_init_out's first unused word max_stack_depth;
+ * both structs kept their sizes. */
+#define FS_FUSE_PASSTHROUGH (1ull << 37)
+#define FS_FOPEN_PASSTHROUGH (1u << 7)
+struct fs_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define FS_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct fs_backing_map)
+#define FS_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+/* Files this large and up are served by passthrough once wholly cached;
+ * smaller ones gain nothing worth an object on disk. */
+#define FS_PT_MIN (1 << 20)
+/* After a read reaches the end of a passthrough candidate, the object is
+ * asked for this much later: the chunks just fetched are still being
+ * written to the cache disk when the read is answered. */
+#define FS_PT_DELAY_NS (100ULL * 1000000)
+#define FS_OPEN_BUCKETS 256
+/* fi->fh of an open: whether the daemon counts it, and how it is served. */
+#define FS_FH_UNTRACKED 0
+#define FS_FH_CACHED 1
+#define FS_FH_PASSTHROUGH 2
 /* Reply buffers of FS_MAX_REQUEST bytes kept for reuse.  malloc hands out
  * buffers this large as fresh mappings: each 1 MiB read then faulted in and
  * zeroed 256 pages, and a cold sequential read of cc1 spent a third of the
@@ -90,6 +121,22 @@ struct fs_stream {
 	uint64_t prefetched_to;         /* file offset up to which read-ahead was issued */
 };
 
+/*
+ * The opens of one passthrough candidate (a file of FS_PT_MIN bytes or more)
+ * that the kernel may still hold.  The kernel refuses (EIO to the opener) a
+ * passthrough open while the inode has page-cache opens, and a page-cache
+ * open while it has passthrough ones, and all passthrough opens of an inode
+ * must share one backing file: so an inode is served one way at a time.
+ * The counts never fall below the kernel's: an open is counted when
+ * answered, and the kernel has dropped it before it sends its RELEASE.
+ */
+struct fs_open_state {
+	struct fs_open_state *next;
+	uint64_t ino;
+	uint32_t cached, passthrough;
+	int32_t backing_id;             /* while passthrough > 0 */
+};
+
 struct fs {
 	struct fs_params p;
 	char *mountpoint;               /* canonical, owned */
@@ -111,6 +158,12 @@ struct fs {
 	bool init_seen;                 /* the first request (INIT) has been looked at */
 	bool idmap_offered;             /* the kernel's INIT offered FUSE_ALLOW_IDMAP */
 	uint64_t init_unique;           /* the INIT request's id, 0 once answered */
+	bool pt_offered;                /* the kernel's INIT offered FUSE_PASSTHROUGH */
+	bool pt_on;                     /* passthrough negotiated: OPEN is answered */
+	int32_t reply_backing_id;       /* > 0: the OPEN reply being sent passes through */
+	unsigned timers;                /* FS_PT_DELAY timers pending (they hold f) */
+	unsigned opens_waiting;         /* OPENs waiting for an object's check */
+	struct fs_open_state *opens[FS_OPEN_BUCKETS];
 };
 
 /* One read in flight: the reply buffer and how many cache pieces are due. */
@@ -121,6 +174,8 @@ struct fs_read {
 	size_t len;
 	unsigned pending;
 	int err;
+	uint64_t whole_ino;             /* a read to the end of this candidate, or 0 */
+	uint64_t whole_size;            /* its size */
 };
 
 static void fs_arm(struct fs *f);
@@ -425,14 +480,194 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 /* ---- files -------------------------------------------------------------- */
 
-/* No OPEN round trip either: answering ENOSYS once makes the kernel open
- * every file itself, with keep_cache, and send no RELEASE (FUSE's no_open).
- * A warm python3 start in a chroot over an overlay sent 84 OPEN and 84
- * RELEASE, each a hop between CPUs.  The mount is read-only, so the kernel
- * refuses writable opens itself; reads find their stream by inode. */
+static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_piece **ret,
+                       unsigned *ret_n);
+static int whole_file(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud);
+
+static struct fs_open_state **open_slot(struct fs *f, uint64_t ino)
+{
+	struct fs_open_state **pp = &f->opens[ino % FS_OPEN_BUCKETS];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* Register the whole-file object of ino (size bytes) with the kernel: its
+ * backing id, or -errno (-EAGAIN: not ready yet; -EINPROGRESS: being
+ * checked, cb(ud, …) runs when done). */
+static int backing_open(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud)
+{
+	struct fs_backing_map map = { 0 };
+	int r = whole_file(f, ino, size, cb, ud);
+
+	if (r < 0)
+		return r;
+	map.fd = r;
+	r = ioctl(fuse_session_fd(f->se), FS_DEV_IOC_BACKING_OPEN, &map);
+	if (r < 0) {
+		r = -errno;
+		/* not allowed (no CAP_SYS_ADMIN) or not negotiated: never again */
+		if (r == -EPERM || r == -EOPNOTSUPP || r == -EINVAL) {
+			log_errno(r, "mount '%s': FUSE passthrough refused; serving through the daemon",
+			          f->mountpoint);
+			f->pt_on = false;
+		}
+		return r;
+	}
+	return r > 0 ? r : -EIO;
+}
+
+static void backing_close(struct fs *f, int32_t id)
+{
+	uint32_t u = (uint32_t)id;
+
+	if (ioctl(fuse_session_fd(f->se), FS_DEV_IOC_BACKING_CLOSE, &u) < 0)
+		log_errno(-errno, "mount '%s': dropping passthrough backing file %d", f->mountpoint,
+		          (int)id);
+}
+
+/* An OPEN waiting for its file's whole-file object to be checked. */
+struct fs_open_wait {
+	struct fs *f;
+	fuse_req_t req;
+	fuse_ino_t ino;
+	struct fuse_file_info fi;
+};
+
+static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+                        bool may_wait);
+
+static void open_resume(void *ud, int res)
+{
+	struct fs_open_wait *w = ud;
+
+	w->f->opens_waiting--;
+	open_answer(w->f, w->req, w->ino, &w->fi, false);
+	free(w);
+}
+
+/*
+ * Answer an OPEN (passthrough negotiated).  A candidate with no open in the
+ * kernel gets FOPEN_PASSTHROUGH when its object is ready; an object left by
+ * an earlier daemon is checked first, and the OPEN waits for that (may_wait;
+ * the hash of a 33 MB file takes ~10 ms warm), since the first open of a
+ * file is usually the one that reads it.  An object still to be made is not
+ * waited for: the file is served from the chunks meanwhile.
+ */
+static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+                        bool may_wait)
+{
+	struct fs_open_state *os = NULL, **pp;
+	struct image_stat is;
+	int32_t id = 0;
+	int r;
+
+	if (!f->pt_on) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->keep_cache = 1;
+	fi->noflush = 1;
+	fi->fh = FS_FH_UNTRACKED;
+	r = image_getattr(f->p.image, ino, &is);
+	if (r == 0 && S_ISREG(is.mode) && is.size >= FS_PT_MIN) {
+		pp = open_slot(f, ino);
+		os = *pp;
+		if (os && os->passthrough) {
+			id = os->backing_id;
+		} else if (!os || !os->cached) {
+			struct fs_open_wait *w = may_wait ? malloc(sizeof(*w)) : NULL;
+
+			r = backing_open(f, ino, is.size, w ? open_resume : NULL, w);
+			if (r == -EINPROGRESS) {
+				*w = (struct fs_open_wait){ f, req, ino, *fi };
+				f->opens_waiting++;
+				return;
+			}
+			free(w);
+			if (r > 0)
+				id = r;
+		}
+		if (!os) {
+			os = calloc(1, sizeof(*os));
+			if (!os) {
+				if (id)
+					backing_close(f, id);
+				fuse_reply_err(req, ENOMEM);
+				return;
+			}
+			os->ino = ino;
+			os->next = *pp;
+			*pp = os;
+		}
+		if (id && !os->passthrough)
+			os->backing_id = id;
+		if (id) {
+			os->passthrough++;
+			fi->fh = FS_FH_PASSTHROUGH;
+			fi->keep_cache = 0;
+		} else {
+			os->cached++;
+			fi->fh = FS_FH_CACHED;
+		}
+	}
+	f->reply_backing_id = id;
+	r = fuse_reply_open(req, fi);
+	f->reply_backing_id = 0;
+	if (r < 0 && os) {
+		/* the opener is gone (interrupted): the kernel holds no open */
+		if (id)
+			os->passthrough--;
+		else
+			os->cached--;
+	} else if (id) {
+		cache_note_passthrough(f->p.cache);
+	}
+	if (os && !os->passthrough && !os->cached) {
+		if (id)
+			backing_close(f, id);
+		*open_slot(f, ino) = os->next;
+		free(os);
+	}
+}
+
+/*
+ * Without passthrough, no OPEN round trip: answering ENOSYS once makes the
+ * kernel open every file itself, with keep_cache, and send no RELEASE
+ * (FUSE's no_open).  A warm python3 start in a chroot over an overlay sent
+ * 84 OPEN and 84 RELEASE, each a hop between CPUs.  The mount is read-only,
+ * so the kernel refuses writable opens itself; reads find their stream by
+ * inode.
+ *
+ * With passthrough negotiated every open is answered (ENOSYS would be for
+ * the whole connection): with keep_cache as the kernel's own opens have,
+ * or, for a candidate whose whole-file object is ready, FOPEN_PASSTHROUGH
+ * and its backing id (patched into the reply by fs_io_writev: libfuse 3.14
+ * does not know them).  Cost on the loop: a table lookup; for a candidate
+ * not yet served that way, its extents walked and an ioctl.
+ */
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, ENOSYS);
+	open_answer(fuse_req_userdata(req), req, ino, fi, true);
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_open_state **pp = open_slot(f, ino), *os = *pp;
+
+	if (os && fi->fh == FS_FH_PASSTHROUGH && os->passthrough) {
+		if (--os->passthrough == 0)
+			backing_close(f, os->backing_id);
+	} else if (os && fi->fh == FS_FH_CACHED && os->cached) {
+		os->cached--;
+	}
+	if (os && !os->passthrough && !os->cached) {
+		*pp = os->next;
+		free(os);
+	}
+	fuse_reply_err(req, 0);
 }
 
 static void to_cache_chunk(const struct image_chunk *ic, struct cache_chunk *cc)
@@ -441,6 +676,94 @@ static void to_cache_chunk(const struct image_chunk *ic, struct cache_chunk *cc)
 	cc->size = ic->size;
 	cc->stored_size = ic->stored_size;
 	cc->flags = ic->flags;
+}
+
+/* The pieces of file ino (size bytes) in order, for cache_file_open():
+ * -ENOENT when the file has holes (its object would not be one copy of its
+ * chunks' bytes).  Cost: O(extents). */
+static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_piece **ret,
+                       unsigned *ret_n)
+{
+	const struct image *img = f->p.image;
+	int64_t n = image_extent_count(img, ino);
+	struct cache_piece *v;
+	uint64_t pos = 0;
+
+	if (n <= 0)
+		return n < 0 ? (int)n : -ENOENT;
+	if ((uint64_t)n > UINT32_MAX / sizeof(*v))
+		return -EFBIG;
+	v = malloc((size_t)n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (int64_t i = 0; i < n; i++) {
+		struct image_extent ex;
+		struct image_chunk ic;
+		int r = image_extent(img, ino, (uint64_t)i, &ex);
+
+		if (r == 0)
+			r = image_chunk(img, ex.chunk, &ic);
+		if (r == 0 && (ex.file_off != pos || (uint64_t)ex.chunk_off + ex.len > ic.size))
+			r = -ENOENT;
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		to_cache_chunk(&ic, &v[i].ch);
+		v[i].off = ex.chunk_off;
+		v[i].len = (uint32_t)ex.len;
+		pos += ex.len;
+	}
+	if (pos != size) {
+		free(v);
+		return -ENOENT;
+	}
+	*ret = v;
+	*ret_n = (unsigned)n;
+	return 0;
+}
+
+/* cache_file_open() for file ino of size bytes. */
+static int whole_file(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud)
+{
+	_cleanup_free_ struct cache_piece *v = NULL;
+	unsigned n = 0;
+	int r = file_pieces(f, ino, size, &v, &n);
+
+	if (r < 0)
+		return r;
+	return cache_file_open(f->p.cache, v, n, cb, ud);
+}
+
+struct fs_whole_later {
+	struct fs *f;
+	uint64_t ino, size;
+};
+
+static void whole_later_cb(void *ud, int res)
+{
+	struct fs_whole_later *w = ud;
+
+	w->f->timers--;
+	if (w->f->pt_on && !w->f->finished)
+		(void)whole_file(w->f, w->ino, w->size, NULL, NULL);
+	free(w);
+}
+
+/* A reader reached the end of candidate ino: have its object made (or
+ * checked) soon, so that its next open passes through. */
+static void whole_file_soon(struct fs *f, uint64_t ino, uint64_t size)
+{
+	struct fs_whole_later *w = malloc(sizeof(*w));
+
+	if (!w)
+		return;
+	*w = (struct fs_whole_later){ f, ino, size };
+	if (loop_timer(f->p.loop, FS_PT_DELAY_NS, whole_later_cb, w) < 0) {
+		free(w);
+		return;
+	}
+	f->timers++;
 }
 
 /* A reply buffer for len bytes: a spare one when len is large. */
@@ -469,6 +792,8 @@ static void read_finish(struct fs_read *rd)
 		fuse_reply_err(rd->req, -rd->err);
 	else
 		fuse_reply_buf(rd->req, rd->buf, rd->len);
+	if (rd->err == 0 && rd->whole_ino)
+		whole_file_soon(f, rd->whole_ino, rd->whole_size);
 	read_buf_put(f, rd->buf, rd->len);
 	free(rd);
 	f->reads_inflight--;
@@ -654,6 +979,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	rd->f = f;
 	rd->req = req;
 	rd->len = size;
+	if (f->pt_on && is.size >= FS_PT_MIN && uoff + size == is.size) {
+		rd->whole_ino = ino;
+		rd->whole_size = is.size;
+	}
 	rd->pending = 1;  /* held until every piece has been started */
 	f->reads_inflight++;
 	r = read_start(f, ino, rd, uoff, is.size);
@@ -818,6 +1147,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.readdir = fs_readdir,
 	.readdirplus = fs_readdirplus,
 	.open = fs_open,
+	.release = fs_release,
 	.read = fs_read,
 	.lseek = fs_lseek,
 	.statfs = fs_statfs,
@@ -838,7 +1168,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.fallocate = fs_fallocate,
 };
 
-/* ---- the session's I/O: opting in to idmapped mounts --------------------- */
+/* ---- the session's I/O: idmapped mounts and passthrough ----------------- */
 
 /*
  * Sandboxes see an image through idmapped mounts of its one node-wide mount
@@ -868,24 +1198,53 @@ static ssize_t fs_io_splice(int fdin, off_t *offin, int fdout, off_t *offout, si
 	return splice(fdin, offin, fdout, offout, len, flags);
 }
 
+/* Patch an OPEN reply for passthrough: the flag and the backing id where
+ * libfuse 3.14 writes padding. */
+static ssize_t write_open_reply(struct fs *f, int fd, struct iovec *iov)
+{
+	struct fuse_open_out oo;
+	struct iovec patched[2];
+
+	memcpy(&oo, iov[1].iov_base, sizeof(oo));
+	oo.open_flags |= FS_FOPEN_PASSTHROUGH;
+	memcpy(&oo.padding, &f->reply_backing_id, sizeof(oo.padding));
+	patched[0] = iov[0];
+	patched[1] = (struct iovec){ &oo, sizeof(oo) };
+	return writev(fd, patched, 2);
+}
+
 static ssize_t fs_io_writev(int fd, struct iovec *iov, int count, void *ud)
 {
 	struct fs *f = ud;
 	const struct fuse_out_header *oh = iov[0].iov_base;
-	const size_t need = offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t);
+	const size_t need = offsetof(struct fuse_init_out, flags2) + 2 * sizeof(uint32_t);
 	struct fuse_init_out io;
 	struct iovec patched[2];
+	uint32_t depth = 1;
 
+	if (f->reply_backing_id > 0 && count == 2 && iov[0].iov_len == sizeof(*oh) &&
+	    !oh->error && iov[1].iov_len == sizeof(struct fuse_open_out))
+		return write_open_reply(f, fd, iov);
 	if (!f->init_unique || count != 2 || iov[0].iov_len != sizeof(*oh) ||
 	    oh->unique != f->init_unique)
 		return writev(fd, iov, count);
 	f->init_unique = 0;
-	if (oh->error || !f->idmap_offered || iov[1].iov_len < need ||
+	if (oh->error || (!f->idmap_offered && !f->pt_offered) || iov[1].iov_len < need ||
 	    iov[1].iov_len > sizeof(io))
 		return writev(fd, iov, count);
 	memcpy(&io, iov[1].iov_base, iov[1].iov_len);
 	io.flags |= FUSE_INIT_EXT;
-	io.flags2 |= (uint32_t)(FS_FUSE_ALLOW_IDMAP >> 32);
+	if (f->idmap_offered)
+		io.flags2 |= (uint32_t)(FS_FUSE_ALLOW_IDMAP >> 32);
+	if (f->pt_offered) {
+		/* max_stack_depth 1: backing files on a plain filesystem;
+		 * the mount itself then counts as one level of stacking
+		 * (an overlay above it is the second, the most allowed) */
+		io.flags2 |= (uint32_t)(FS_FUSE_PASSTHROUGH >> 32);
+		memcpy((char *)&io + offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t),
+		       &depth, sizeof(depth));
+		f->pt_on = true;
+	}
 	patched[0] = iov[0];
 	patched[1] = (struct iovec){ &io, iov[1].iov_len };
 	return writev(fd, patched, 2);
@@ -906,6 +1265,10 @@ static void note_init(struct fs *f, size_t len)
 	f->init_unique = ih->unique;
 	f->idmap_offered = in->major == 7 && in->minor >= 40 && (in->flags & FUSE_INIT_EXT) &&
 	                   (in->flags2 & (uint32_t)(FS_FUSE_ALLOW_IDMAP >> 32));
+	/* passthrough's ioctls need CAP_SYS_ADMIN */
+	f->pt_offered = in->major == 7 && in->minor >= 40 && (in->flags & FUSE_INIT_EXT) &&
+	                (in->flags2 & (uint32_t)(FS_FUSE_PASSTHROUGH >> 32)) && geteuid() == 0 &&
+	                !f->p.no_passthrough;
 }
 
 /* ---- the session on the loop -------------------------------------------- */
@@ -1158,12 +1521,13 @@ void fs_free(struct fs *f)
 		}
 		abort_connection(f);
 	}
+	f->pt_on = false;
 	/* Reads in flight write into their buffers and reply through the
 	 * session; the pending poll holds f: both must complete first.  After
 	 * the unmount the poll reports the connection's end — at once, or, when
 	 * the detached mount is still in use and fusectl is not mounted, once
 	 * its last user lets go (requests are served until then). */
-	while (f->reads_inflight || f->polling)
+	while (f->reads_inflight || f->polling || f->timers || f->opens_waiting)
 		if (loop_run_once(f->p.loop, true) < 0)
 			break;
 	if (f->slot >= 0)
@@ -1172,6 +1536,13 @@ void fs_free(struct fs *f)
 		fuse_session_destroy(f->se);
 	while (f->nspare)
 		free(f->spare[--f->nspare]);
+	for (unsigned i = 0; i < FS_OPEN_BUCKETS; i++)
+		while (f->opens[i]) {
+			struct fs_open_state *os = f->opens[i];
+
+			f->opens[i] = os->next;
+			free(os);
+		}
 	free(f->rbuf.mem);
 	free(f->parent);
 	free(f->index_hex);

@@ -32,6 +32,10 @@ struct fs_params {
 	bool allow_other;            /* default on: overlay and sandboxes use the mount */
 	bool suid, dev;              /* honour setuid bits / device nodes (default off) */
 	unsigned readahead_chunks;   /* sequential read-ahead window in chunks (0: none) */
+	/* Serve every read through the daemon: no FUSE passthrough of wholly
+	 * cached large files.  Passthrough costs an OPEN and a RELEASE round
+	 * trip for every open of every file (see fs_open in fs.c). */
+	bool no_passthrough;
 	bool debug;                  /* FUSE debug output on stderr */
 };
 

@@ -69,6 +69,10 @@ static void mount_usage(FILE *f)
 	        "  --suid             honour setuid/setgid bits (default: nosuid)\n"
 	        "  --dev              honour device nodes (default: nodev)\n"
 	        "  --no-allow-other   only the mounting user may use the mount\n"
+	        "  --no-passthrough   serve every read through the daemon, never by FUSE\n"
+	        "                     passthrough from a wholly cached copy of a large file\n"
+	        "                     (default: passthrough when root and the kernel has it,\n"
+	        "                     unless $LAZYROOT_PASSTHROUGH is off)\n"
 	        "  -f, --foreground   stay in the foreground\n"
 	        "  --debug            FUSE debug output on stderr (implies -f)\n"
 	        "  -h, --help         this text\n",
@@ -82,7 +86,7 @@ struct mount_opts {
 	uint64_t cache_memory;
 	uint64_t fetch_timeout_ms;
 	unsigned readahead;
-	bool foreground, debug, suid, dev, allow_other;
+	bool foreground, debug, suid, dev, allow_other, no_passthrough;
 };
 
 static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
@@ -238,6 +242,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			.suid = o->suid,
 			.dev = o->dev,
 			.readahead_chunks = o->readahead,
+			.no_passthrough = o->no_passthrough,
 			.debug = o->debug,
 		};
 
@@ -421,7 +426,7 @@ static char *absolute_store_url(const char *url)
 int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
-	       O_SUID, O_DEV, O_NOALLOW, O_DEBUG,
+	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_DEBUG,
 	       O_FETCH_TIMEOUT };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
@@ -434,6 +439,7 @@ int cmd_mount(int argc, char **argv)
 		{ "suid", no_argument, NULL, O_SUID },
 		{ "dev", no_argument, NULL, O_DEV },
 		{ "no-allow-other", no_argument, NULL, O_NOALLOW },
+		{ "no-passthrough", no_argument, NULL, O_NOPASSTHROUGH },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, O_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
@@ -446,6 +452,8 @@ int cmd_mount(int argc, char **argv)
 		.readahead = MOUNT_DEFAULT_READAHEAD,
 		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
 		.allow_other = true,
+		.no_passthrough = getenv("LAZYROOT_PASSTHROUGH") &&
+		                  !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"),
 	};
 	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
 	struct stat st;
@@ -490,6 +498,7 @@ int cmd_mount(int argc, char **argv)
 		case O_SUID: o.suid = true; break;
 		case O_DEV: o.dev = true; break;
 		case O_NOALLOW: o.allow_other = false; break;
+		case O_NOPASSTHROUGH: o.no_passthrough = true; break;
 		case 'f': o.foreground = true; break;
 		case O_DEBUG: o.debug = o.foreground = true; break;
 		case 'h': mount_usage(stdout); return 0;

@@ -28,14 +28,18 @@ int cache_stats_open_rw(int dir_fd, bool reset, struct cache_stats **ret)
 	_cleanup_close_ int fd = openat(dir_fd, "stats", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	size_t size = stats_file_size();
 	struct cache_stats *st;
-	struct stat sb;
 	uint64_t zero = 0;
+	int r;
 
-	if (fd < 0 || fstat(fd, &sb) < 0)
+	if (fd < 0)
 		return -errno;
-	/* growing is idempotent: racing daemons both ask for the same size */
-	if ((size_t)sb.st_size < size && ftruncate(fd, (off_t)size) < 0)
-		return -errno;
+	/* Blocks, not a hole: a page of a shared mapping that the disk has no
+	 * room for is a SIGBUS at the first store into it (a full cache disk
+	 * killed prefetch that way).  Growing is idempotent: racing daemons
+	 * both ask for the same size. */
+	r = posix_fallocate(fd, 0, (off_t)size);
+	if (r)
+		return -r;
 	st = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (st == MAP_FAILED)
 		return -errno;

@@ -69,17 +69,20 @@ static int index_map_kept(const char *path, struct index_map *m)
 
 /* Write the verified bytes b to an unnamed file in dir and map it from there
  * (page cache, not anonymous memory: only what is used becomes resident). */
-static int index_map_fetched(const char *dir, const struct buf *b, struct index_map *m)
+static int index_map_fetched(const char *dir, const char *hex, const struct buf *b,
+                             struct index_map *m)
 {
 	int fd, r;
 
 	fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0644);
+	if (fd < 0 && (errno == EISDIR || errno == EINVAL))
+		return -EOPNOTSUPP;
 	if (fd < 0)
-		return errno == EISDIR || errno == EINVAL ? -EOPNOTSUPP : -errno;
+		return log_errno(-errno, "index %s: creating a file in `%s`", hex, dir);
 	m->keep_fd = fd;
 	r = write_full(fd, b->data, b->len);
 	if (r < 0)
-		return r;
+		return log_errno(r, "index %s: writing it into `%s`", hex, dir);
 	return index_map_fd(fd, m);
 }
 
@@ -134,7 +137,9 @@ int load_index(struct store *s, const char *cache_dir, const char *hex,
 	m->keep_path = strdup(path);
 	if (!m->keep_path)
 		return -ENOMEM;
-	r = index_map_fetched(dir, &b, m);
+	r = index_map_fetched(dir, hex, &b, m);
+	if (r < 0 && r != -EOPNOTSUPP && !m->data)
+		return r;  /* not written: said so above */
 	if (r == -EOPNOTSUPP) {
 		/* no unnamed files here: kept the slow way, durable at once */
 		index_map_free(m);

@@ -103,6 +103,7 @@ struct cache {
 	struct cache_stats *st;          /* DIR/stats, MAP_SHARED */
 	uint64_t limit, memory_limit;
 	unsigned max_fetches, fetching;
+	uint64_t unkept;                 /* fetched chunks not written to disk */
 	uint32_t near_us;                /* cache_params.near_latency_us, resolved */
 	uint32_t lat_us[CACHE_NEAR_WINDOW];  /* the last lone fetches' latencies, a ring */
 	unsigned nlat;                   /* lone fetches recorded, up to the window */
@@ -394,6 +395,11 @@ static void count_latency(struct cache *c, uint64_t ns, bool alone)
 }
 
 /* Two lone fetches at least, so that one slow first connection proves nothing. */
+uint64_t cache_unkept(const struct cache *c)
+{
+	return c->unkept;
+}
+
 bool cache_store_slow(const struct cache *c)
 {
 	uint32_t least = UINT32_MAX;
@@ -656,6 +662,7 @@ static void write_failed(struct flight *f, int err)
 {
 	struct cache *c = f->c;
 
+	c->unkept++;
 	if (err != -ENOSPC && err != -EDQUOT)
 		log_errno(err, "cache: writing chunk file %s", f->rel);
 	else
@@ -1327,10 +1334,10 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	int r;
 
 	if (!p || !p->dir || !*p->dir || !loop)
-		return -EINVAL;
+		return log_error(-EINVAL, "cache: no directory or no loop");
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
+		return log_errno(-ENOMEM, "cache '%s'", p->dir);
 	c->dir_fd = c->chunks_fd = c->lock_fd = -1;
 	c->loop = loop;
 	c->limit = p->limit ? p->limit : CACHE_DEFAULT_LIMIT;
@@ -1361,7 +1368,7 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	c->dctx = ZSTD_createDCtx();
 	if (!c->buckets || !c->dctx) {
 		cache_free(c);
-		return -ENOMEM;
+		return log_errno(-ENOMEM, "cache '%s'", p->dir);
 	}
 	/* LAZYROOT_CACHE_DECODERS: decoder threads (0: decode on the loop's thread) */
 	{

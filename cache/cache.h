@@ -78,6 +78,7 @@ struct cache_params {
 #define CACHE_NEAR_WINDOW 8
 #define CACHE_DEFAULT_NEAR_US 5000
 
+/* Fails with one logged line naming the directory and what went wrong. */
 int cache_open(const struct cache_params *p, struct loop *loop, struct cache **ret);
 /* Free a cache with no read in flight (drive the loop until they end). */
 void cache_free(struct cache *c);
@@ -113,6 +114,9 @@ int cache_read_near(struct cache *c, struct store *s, const struct cache_chunk *
                     unsigned nnear, cache_cb cb, void *ud);
 /* True when cache_read_near() would fetch neighbours now. */
 bool cache_store_slow(const struct cache *c);
+/* Chunks this cache fetched but could not write to its disk (full, failing):
+ * served from memory, gone when the process ends. */
+uint64_t cache_unkept(const struct cache *c);
 
 /* Make sure ch is in the cache (a fetch when missing; no copy).  Used for
  * read-ahead and `lazyroot cache prefetch`; cb gets 0 or -errno. */

@@ -221,11 +221,9 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			.memory_limit = o->cache_memory,
 		};
 
-		r = cache_open(&cp, l, &c);
-		if (r < 0) {
-			log_errno(r, "cache '%s'", o->cache_dir);
+		r = cache_open(&cp, l, &c);   /* says why it failed */
+		if (r < 0)
 			goto out;
-		}
 	}
 	r = load_index(s, o->cache_dir, hex, &im);
 	if (r < 0)

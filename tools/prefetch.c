@@ -272,12 +272,13 @@ int cmd_cache_prefetch(int argc, char **argv)
 	r = loop_new(256, &l);
 	if (r == 0)
 		r = store_set_loop(s, l);
-	if (r == 0)
-		r = cache_open(&cp, l, &p.cache);
 	if (r < 0) {
-		log_errno(r, "cache '%s'", cp.dir);
+		log_errno(r, "prefetch '%s': event loop", ref);
 		goto out;
 	}
+	r = cache_open(&cp, l, &p.cache);   /* says why it failed */
+	if (r < 0)
+		goto out;
 	p.store = s;
 	p.progress = !noprog && !json && isatty(STDERR_FILENO);
 	p.start_ns = now_ns();
@@ -304,6 +305,12 @@ out:
 		/* let writes of fetched chunks finish before the cache goes */
 		while (l && loop_pending(l) > 0 && loop_run_once(l, true) >= 0)
 			;
+		/* a chunk that only made it into memory warmed nothing */
+		if (r == 0 && cache_unkept(p.cache))
+			r = log_error(-ENOSPC, "prefetch '%s': %llu of %llu chunks could not be written "
+			              "into cache '%s' (disk full or failing)", ref,
+			              (unsigned long long)cache_unkept(p.cache),
+			              (unsigned long long)p.total, cp.dir);
 		cache_free(p.cache);
 	}
 	store_free(s);

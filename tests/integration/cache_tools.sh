@@ -43,6 +43,7 @@ check diff -r "$WORK/src" "$mnt"
 check test "$(json misses)" = 0
 check test "$(json hits)" -gt 0
 check "$LAZYROOT" umount "$mnt" --cache "$cache"
+rm -rf "$store"   # what the mount's store left there (its empty directories)
 mv "$store.away" "$store"
 
 # stats in three forms
@@ -61,3 +62,32 @@ check_not test -e "$f"
 check "$LAZYROOT" cache trim --to 1M --cache "$cache"
 check test "$(find "$cache/chunks" -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }')" -le $((1 << 20))
 check test "$(json used)" -le $((1 << 20))
+
+# a full cache disk: one line that says what could not be written, exit 1, and
+# no crash (the stats file is a shared mapping: a page without room was SIGBUS)
+tiny=$WORK/tiny
+mkdir -p "$tiny"
+mount -t tmpfs -o size=64k tmpfs "$tiny"
+cleanup_add umount "$tiny"
+full_prefetch() {
+	local rc=0
+	"$LAZYROOT" cache prefetch tools:1 --store "dir:$store" --cache "$tiny/c" --no-progress \
+		2>"$WORK/err" || rc=$?
+	log "full: exit $rc: $(cat "$WORK/err")"
+	check test "$rc" = 1
+	check grep -q "$1" "$WORK/err"
+	check_not grep -q corrupt "$WORK/err"
+	check test "$(wc -l <"$WORK/err")" = 1
+}
+# no room for the index at all
+dd if=/dev/zero of="$tiny/fill" bs=4k status=none 2>/dev/null || true
+full_prefetch "index [0-9a-f]*: writing it into .*No space left on device"
+# room for the index, not for the stats file (20 KiB)
+rm -rf "$tiny/c"
+dd if=/dev/zero of="$tiny/fill" bs=4k count=$(( (64 - 16) / 4 )) status=none
+full_prefetch "cannot map its stats file: No space left on device"
+# room for the index and the stats file, not for the chunks: fetched into
+# memory only, which warms nothing: said, exit 1
+rm -rf "$tiny/c" "$tiny/fill"
+dd if=/dev/zero of="$tiny/fill" bs=4k count=$(( (64 - 32) / 4 )) status=none
+full_prefetch "chunks could not be written into cache"

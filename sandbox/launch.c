@@ -26,6 +26,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -236,6 +237,9 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 	}
 	syscall(SYS_close_range, 0, 2, 0);
 	syscall(SYS_close_range, 4, ~0u, 0);
+	/* Setup's heap (the seccomp compiler's above all) is free now but
+	 * private to the init: give its pages back for the sandbox's life. */
+	malloc_trim(0);
 	for (;;) {
 		p = waitpid(-1, &st, __WALL);
 		if (p == cmd)

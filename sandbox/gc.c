@@ -151,6 +151,7 @@ int launch_record_open(const char *name, struct launch_record *rec)
 	_cleanup_close_ int dfd = open_record_dir(true);
 	char head[64];
 	struct stat st;
+	bool empty;
 	int fd, r;
 
 	if (dfd < 0)
@@ -170,8 +171,9 @@ int launch_record_open(const char *name, struct launch_record *rec)
 		launch_record_close(rec, true);
 		return -ENOMEM;
 	}
+	empty = fstat(fd, &st) == 0 && st.st_size == 0;
 	/* Left by a dead launcher of the same name: its cgroups would be in the way. */
-	if (fstat(fd, &st) == 0 && st.st_size > 0) {
+	if (!empty) {
 		r = clean_record(fd, name);
 		if (r < 0) {
 			launch_record_close(rec, true);
@@ -180,7 +182,10 @@ int launch_record_open(const char *name, struct launch_record *rec)
 		}
 	}
 	snprintf(head, sizeof(head), "lazyroot launcher %d\n", (int)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, head, strlen(head), 0) < 0) {
+	/* Truncate only a record that has something in it: ext4 writes back at
+	 * close a file truncated to zero and then written (auto_da_alloc), and
+	 * then the unlink at the end waits for that write and its discard. */
+	if ((!empty && ftruncate(fd, 0) < 0) || pwrite(fd, head, strlen(head), 0) < 0) {
 		r = log_errno(-errno, "launcher record '%s'", rec->path);
 		launch_record_close(rec, true);
 		return r;

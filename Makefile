@@ -74,6 +74,21 @@ $(BUILD)/%.o: %.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
+# The seccomp filter is compiled when lazyroot is built (sandbox/gen/seccomp.c, with
+# libseccomp) into a header that sandbox/seccomp.c loads: no compiling at every launch.
+$(BUILD)/seccomp-gen: sandbox/gen/seccomp.c
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS)
+
+$(BUILD)/sandbox/seccomp-bpf.h: $(BUILD)/seccomp-gen
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)$< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/sandbox/seccomp.o: $(BUILD)/sandbox/seccomp-bpf.h
+$(BUILD)/sandbox/seccomp.o: override CFLAGS += -I$(BUILD)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/liblazyroot.a
 	@mkdir -p $(@D)
 	@echo "  CC      $@"
@@ -138,4 +153,4 @@ clean:
 
 .PHONY: all test asan fuzz bench install clean deps-check deps-check-test tests-build
 
--include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)

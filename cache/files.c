@@ -20,7 +20,9 @@
  *  - making and checking run on one worker thread, never on the loop's: the
  *    loop only queues jobs and takes their results;
  *  - objects count in the shared `used` gauge like chunk files, moved only by
- *    this process's own link or unlink; eviction takes them before chunks.
+ *    this process's own link or unlink; eviction takes them before chunks
+ *    (an evicted object that the kernel still reads from keeps its blocks
+ *    until the last such open is released).
  *
  * State other than the job queue belongs to the loop's thread.
  */
@@ -33,7 +35,8 @@
 #include "lib/loop.h"
 
 #define WF_BUCKETS 256
-#define WF_IO (1 << 20)                 /* bytes hashed per read while checking */
+#define WF_IO (4 << 20)                 /* bytes hashed per read while checking */
+#define WF_WRITE (4 << 20)              /* bytes per write while making */
 #define WF_LIMIT_SHARE 8                /* an object is at most limit / this */
 
 enum wf_state {
@@ -269,20 +272,22 @@ static void job_make(struct wf_job *j)
 {
 	struct wfiles *w = j->w;
 	_cleanup_close_ int fd = -1;
-	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_free_ uint8_t *buf = NULL, *out = NULL;
 	struct hash128_state *hs = NULL;
 	uint8_t sum[HASH_SIZE];
 	char hex[HASH_HEX_SIZE], proc[64];
 	uint32_t bufsize = 0;
-	uint64_t pos = 0;
+	uint64_t pos = 0;                /* file offset of out[0] */
+	size_t used = 0;                 /* bytes in out */
 	int r = 0;
 
 	for (unsigned i = 0; i < j->npieces; i++)
 		bufsize = MAX(bufsize, j->pieces[i].ch.size);
 	buf = malloc(bufsize ? bufsize : 1);
+	out = malloc(WF_WRITE);
 	hs = hash128_new();
 	fd = openat(w->files_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-	if (!buf || !hs)
+	if (!buf || !out || !hs)
 		r = -ENOMEM;
 	else if (fd < 0)
 		r = -errno;
@@ -292,10 +297,24 @@ static void job_make(struct wf_job *j)
 		r = read_chunk(w->chunks_fd, &p->ch, buf);
 		if (r < 0)
 			break;
-		r = pwrite_full(fd, buf + p->off, p->len, pos);
 		hash128_update(hs, buf + p->off, p->len);
-		pos += p->len;
+		/* written in aligned WF_WRITE blocks: the page cache then holds
+		 * the object in large folios, as a read-ahead would */
+		for (uint32_t done = 0; r == 0 && done < p->len;) {
+			size_t n = MIN((size_t)(p->len - done), WF_WRITE - used);
+
+			memcpy(out + used, buf + p->off + done, n);
+			used += n;
+			done += (uint32_t)n;
+			if (used == WF_WRITE) {
+				r = pwrite_full(fd, out, used, pos);
+				pos += used;
+				used = 0;
+			}
+		}
 	}
+	if (r == 0 && used)
+		r = pwrite_full(fd, out, used, pos);
 	if (r == 0) {
 		hash128_final(hs, sum);
 		if (fsetxattr(fd, CACHE_FILE_XATTR, sum, sizeof(sum), 0) < 0)

@@ -507,8 +507,11 @@ static int backing_open(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, 
 	r = ioctl(fuse_session_fd(f->se), FS_DEV_IOC_BACKING_OPEN, &map);
 	if (r < 0) {
 		r = -errno;
-		/* not allowed (no CAP_SYS_ADMIN) or not negotiated: never again */
-		if (r == -EPERM || r == -EOPNOTSUPP || r == -EINVAL) {
+		/* not allowed (no CAP_SYS_ADMIN in the initial user namespace),
+		 * or the cache disk is itself stacked (an overlay: ELOOP), which
+		 * every object shares: never again on this mount; the next OPEN
+		 * answers ENOSYS and the kernel opens files itself from then on */
+		if (r == -EPERM || r == -EOPNOTSUPP || r == -EINVAL || r == -ELOOP) {
 			log_errno(r, "mount '%s': FUSE passthrough refused; serving through the daemon",
 			          f->mountpoint);
 			f->pt_on = false;

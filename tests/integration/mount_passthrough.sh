@@ -14,7 +14,9 @@
 #     removes objects before any chunk, and keeps the `used` gauge right;
 #  5. kill -9 of the daemon while it writes an object: nothing half-written
 #     is left visible;
-#  6. --no-passthrough: no open passes through.
+#  6. --no-passthrough: no open passes through;
+#  7. a cache directory on an overlay (the kernel refuses stacked backing
+#     files): the mount falls back to serving every read itself.
 # Skips when the kernel has no FUSE passthrough.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
@@ -185,4 +187,21 @@ check "$LAZYROOT" mount pt:1 "$mnt" --store "dir:$store" --cache "$cache" --no-p
 check cmp "$WORK/src/huge" "$mnt/huge"
 check cmp "$WORK/src/huge" "$mnt/huge"
 check test "$(stat_of passthrough_opens)" = "$pt"
+check unmount_it
+
+# --- 7. the cache on an overlay: passthrough refused (ELOOP), reads served
+mkdir -p "$WORK/ov/lower" "$WORK/ov/upper" "$WORK/ov/work" "$WORK/ov/m"
+mount -t overlay overlay \
+	-o "lowerdir=$WORK/ov/lower,upperdir=$WORK/ov/upper,workdir=$WORK/ov/work" "$WORK/ov/m"
+cleanup_add umount -l "$WORK/ov/m"
+cleanup_add unmount_it
+cache=$WORK/ov/m/cache
+check mount_it
+check cmp "$WORK/src/med" "$mnt/med"
+check wait_stat files_made 1
+for _ in 1 2 3; do
+	check cmp "$WORK/src/med" "$mnt/med"
+done
+check test "$(stat_of passthrough_opens)" = 0
+check grep -q "passthrough refused" "$cache/daemon.log"
 check unmount_it

@@ -66,10 +66,23 @@ static int make_dir(const char *path, mode_t mode)
 	return 0;
 }
 
+/* A directory of the overlay itself to mount on: mount(2) follows symlinks,
+ * so whatever the image has there that is not a directory (a symlink above
+ * all, to anywhere) is replaced by an empty directory in the overlay's upper
+ * layer.  The image keeps it; the sandbox sees the mount. */
+static int own_dir(const char *path, mode_t mode)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode) && unlink(path) < 0)
+		return log_errno(-errno, "replace '%s' (not a directory in the image)", path);
+	return make_dir(path, mode);
+}
+
 /* Bind src on dst (made if missing in the overlay), read-only if ro. */
 static int bind_dir(const char *src, const char *dst, bool ro)
 {
-	int r = make_dir(dst, 0755);
+	int r = own_dir(dst, 0755);
 
 	if (r == 0)
 		r = do_mount(src, dst, NULL, MS_BIND, NULL);
@@ -144,7 +157,7 @@ static int setup_proc(void)
 	char path[64];
 	int r;
 
-	r = make_dir(ROOT "/proc", 0555);
+	r = own_dir(ROOT "/proc", 0555);
 	if (r == 0)
 		r = do_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(ro); i++) {
@@ -277,7 +290,7 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 	if (r == 0)
 		r = setup_proc();
 	if (r == 0 && sb->sysfs) {
-		r = make_dir(ROOT "/sys", 0555);
+		r = own_dir(ROOT "/sys", 0555);
 		if (r == 0)
 			r = do_mount("sysfs", ROOT "/sys", "sysfs",
 			             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);

@@ -16,7 +16,8 @@
 
 #define CACHE_STATS_VERSION 1
 #define CACHE_CHUNK_NAME_LEN 32        /* hex digits */
-#define CACHE_REL_LEN 36               /* "ab/" + 32 hex + NUL */
+#define CACHE_REL_LEN 38               /* "ab/" + 32 hex + ".z" + NUL */
+#define CACHE_STAGED_SUFFIX ".z"       /* a staged chunk's file: its zstd frame */
 
 static inline void stat_add(uint64_t *field, uint64_t v)
 {
@@ -41,16 +42,19 @@ static inline void stat_sub(uint64_t *field, uint64_t v)
 int cache_stats_open_rw(int dir_fd, bool reset, struct cache_stats **ret);
 void cache_stats_unmap_rw(struct cache_stats *st);
 
-/* One chunk file found by cache_scan: rel is "ab/<hex>" relative to chunks/. */
+/* One chunk file found by cache_scan: rel is "ab/<hex>" (or "ab/<hex>.z",
+ * staged) relative to chunks/. */
 struct cache_file {
 	uint8_t name[HASH_SIZE];
 	char rel[CACHE_REL_LEN];
 	uint64_t size;
 	int64_t mtime;
+	bool staged;
 };
 
-/* Call fn for every chunk file under chunks_fd (names that are not 32 lowercase
- * hex digits in the right fan-out directory are skipped).  Stops at the first
+/* Call fn for every chunk file and staged object under chunks_fd (names that
+ * are not 32 lowercase hex digits, with ".z" for a staged one, in the right
+ * fan-out directory are skipped).  Stops at the first
  * negative return of fn and returns it. */
 int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud);
 

@@ -2,10 +2,10 @@
  * cache.c — the node-local chunk cache on an io_uring loop.
  *
  * State (all owned by the loop's thread; no locks):
- *  - the entry table: every chunk file this daemon knows of (found by the scan
- *    at open, or written or seen since), keyed by name, on a disk LRU list
- *    (head = most recently used); plus chunks held in memory because the cache
- *    disk was full, on a memory LRU bounded by memory_limit;
+ *  - the entry table: every chunk file and staged object this daemon knows of
+ *    (found by the scan at open, or written or seen since), keyed by name, on
+ *    a disk LRU list (head = most recently used); plus chunks held in memory
+ *    because the cache disk was full, on a memory LRU bounded by memory_limit;
  *  - the flight table: chunks being loaded (a file being verified, a fetch from
  *    the store, a cache file being written), each with the readers waiting for
  *    it, so that one load serves them all;
@@ -13,7 +13,12 @@
  *
  * Invariants:
  *  - bytes reach a reader only from a file this daemon wrote or hashed
- *    (entry->verified), or from a buffer that chunk_decode() verified;
+ *    (entry->verified), or from a buffer that chunk_decode() verified (a
+ *    staged object's bytes are only ever decoded into such a buffer);
+ *  - an entry is on the disk LRU while it has a chunk file or a staged
+ *    object (entry_held); a staged object is dropped once its chunk file is
+ *    being written, so that one name has one file (a crash in between leaves
+ *    neither, or both: the scan at open then drops the staged one);
  *  - a name is in the flight table at most once; while it is, readers join it;
  *  - an entry's fd is closed only when no read on it is in flight (readers);
  *    an entry evicted meanwhile becomes a zombie, out of every table, freed
@@ -41,6 +46,8 @@ struct centry {
 	uint8_t name[HASH_SIZE];
 	uint32_t size;
 	bool on_disk;                    /* a file chunks/ab/<hex> (as far as we know) */
+	bool staged;                     /* a staged object chunks/ab/<hex>.z */
+	uint32_t zsize;                  /* its bytes (size is 0 until known) */
 	bool verified;                   /* written or hashed by this daemon */
 	bool zombie;                     /* evicted; freed when readers drops to 0 */
 	int fd;                          /* -1, or open for hit reads (fd LRU) */
@@ -66,7 +73,9 @@ struct waiter {
 	void *ud;
 };
 
-enum flight_kind { FLIGHT_VERIFY, FLIGHT_FETCH };
+enum flight_kind { FLIGHT_VERIFY, FLIGHT_FETCH, FLIGHT_STAGED };
+/* Where start_load() finds the chunk. */
+enum load_from { LOAD_STORE, LOAD_FILE, LOAD_STAGED, LOAD_STAGE };
 
 struct flight {
 	struct cache *c;
@@ -79,6 +88,12 @@ struct flight {
 	bool ready;                      /* joiners are served from data at once */
 	bool fetched;                    /* the bytes came from the store: readers missed */
 	bool alone;                      /* fetched with no other fetch in flight */
+	bool stage;                      /* cache_stage(): keep the fetched bytes as
+	                                    they are unless a reader waits */
+	bool keep_raw;                   /* the check kept them: raw is written staged */
+	const uint8_t *wbuf;             /* what the write path writes: data or raw */
+	size_t wlen;
+	size_t zlen;                     /* the staged object's size, being read */
 	int fd;
 	size_t done;                     /* bytes read or written so far */
 	int fail;                        /* flight_fail_later(): the error */
@@ -88,6 +103,7 @@ struct flight {
 	struct store_check *later;       /* the store's check, waiting for the verdict */
 	char hex[HASH_HEX_SIZE];
 	char rel[CACHE_REL_LEN];
+	char zrel[CACHE_REL_LEN];        /* the staged object's */
 	char proc[64];                   /* /proc/PID/fd/N of the unnamed file */
 };
 
@@ -202,6 +218,11 @@ static struct centry *entry_add(struct cache *c, const uint8_t name[HASH_SIZE], 
 	return e;
 }
 
+static bool entry_held(const struct centry *e)
+{
+	return e->on_disk || e->staged;
+}
+
 static void entry_close_fd(struct cache *c, struct centry *e)
 {
 	if (e->fd < 0)
@@ -232,7 +253,7 @@ static void entry_remove(struct cache *c, struct centry *e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
 	c->nentries--;
-	if (e->on_disk)
+	if (entry_held(e))
 		LIST_UNLINK(&c->lru, e, lprev, lnext);
 	entry_drop_mem(c, e);
 	if (e->readers) {
@@ -251,19 +272,50 @@ static void chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN])
 	snprintf(rel, CACHE_REL_LEN, "%.2s/%s", hex, hex);
 }
 
-/* Unlink e's file and forget it.  ENOENT: another daemon (or `cache trim`)
- * already removed it and counted it. */
+static void staged_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN])
+{
+	char hex[HASH_HEX_SIZE];
+
+	hex_encode(name, HASH_SIZE, hex);
+	snprintf(rel, CACHE_REL_LEN, "%.2s/%s" CACHE_STAGED_SUFFIX, hex, hex);
+}
+
+/* Unlink e's staged object (the gauges move only when this unlink removed
+ * it); returns its bytes when it did, else 0.  e stays in the table. */
+static uint64_t staged_unlink(struct cache *c, struct centry *e)
+{
+	char rel[CACHE_REL_LEN];
+
+	if (!e->staged)
+		return 0;
+	e->staged = false;
+	if (!e->on_disk)
+		LIST_UNLINK(&c->lru, e, lprev, lnext);
+	staged_rel(e->name, rel);
+	if (unlinkat(c->chunks_fd, rel, 0) < 0)
+		return 0;
+	stat_sub(&c->st->used, e->zsize);
+	stat_sub(&c->st->staged, 1);
+	stat_sub(&c->st->staged_bytes, e->zsize);
+	return e->zsize;
+}
+
+/* Unlink e's files and forget it.  ENOENT: another daemon (or `cache trim`)
+ * already removed them and counted them. */
 static void entry_unlink(struct cache *c, struct centry *e, bool eviction)
 {
 	char rel[CACHE_REL_LEN];
+	uint64_t freed = 0;
 
 	chunk_rel(e->name, rel);
 	if (e->on_disk && unlinkat(c->chunks_fd, rel, 0) == 0) {
 		stat_sub(&c->st->used, e->size);
-		if (eviction) {
-			stat_add(&c->st->evictions, 1);
-			stat_add(&c->st->evicted_bytes, e->size);
-		}
+		freed += e->size;
+	}
+	freed += staged_unlink(c, e);
+	if (eviction && freed) {
+		stat_add(&c->st->evictions, 1);
+		stat_add(&c->st->evicted_bytes, freed);
 	}
 	if (e->mem) {
 		/* the bytes stay useful from memory */
@@ -291,7 +343,7 @@ static void evict(struct cache *c, uint64_t need)
 	       (__atomic_load_n(&c->st->used, __ATOMIC_RELAXED) > c->limit || freed < need)) {
 		struct centry *e = c->lru.tail;
 
-		freed += e->size;
+		freed += (e->on_disk ? e->size : 0) + (e->staged ? e->zsize : 0);
 		entry_unlink(c, e, true);
 	}
 }
@@ -307,7 +359,7 @@ static void mem_insert(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t 
 		struct centry *old = c->mlru.tail;
 
 		entry_drop_mem(c, old);
-		if (!old->on_disk)
+		if (!entry_held(old))
 			entry_remove(c, old);
 	}
 	e = entry_find(c, name);
@@ -538,6 +590,9 @@ static void flight_fail_later(struct flight *f, int res)
 
 static void fetch_start(struct flight *f);
 static void fetch_next(struct cache *c);
+static void stage_end(struct flight *f);
+static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                      struct waiter *w, enum load_from from);
 
 static void flight_to_fetch(struct flight *f)
 {
@@ -663,6 +718,18 @@ static void write_failed(struct flight *f, int err)
 	struct cache *c = f->c;
 
 	c->unkept++;
+	if (f->keep_raw) {
+		/* nothing was served: the stored bytes just are not kept */
+		if (err != -ENOSPC && err != -EDQUOT)
+			log_errno(err, "cache: writing staged chunk %s", f->zrel);
+		if (f->fd >= 0) {
+			close(f->fd);
+			f->fd = -1;
+		}
+		evict(c, f->wlen);
+		stage_end(f);
+		return;
+	}
 	if (err != -ENOSPC && err != -EDQUOT)
 		log_errno(err, "cache: writing chunk file %s", f->rel);
 	else
@@ -677,6 +744,33 @@ static void write_failed(struct flight *f, int err)
 	write_end(f);
 }
 
+/* A staged object was linked (res 0) or found there (EEXIST). */
+static void stage_linked(struct flight *f, int res)
+{
+	struct cache *c = f->c;
+	struct centry *e = entry_find(c, f->ch.name);
+
+	if (res == 0) {
+		stat_add(&c->st->used, f->wlen);
+		stat_add(&c->st->staged, 1);
+		stat_add(&c->st->staged_bytes, f->wlen);
+	}
+	if (!e)
+		e = entry_add(c, f->ch.name, f->ch.size);
+	if (e && e->on_disk && res == 0 && unlinkat(c->chunks_fd, f->zrel, 0) == 0) {
+		/* the chunk file appeared meanwhile: one file per name */
+		stat_sub(&c->st->used, f->wlen);
+		stat_sub(&c->st->staged, 1);
+		stat_sub(&c->st->staged_bytes, f->wlen);
+	} else if (e && !entry_held(e)) {
+		e->staged = true;
+		e->zsize = (uint32_t)f->wlen;
+		e->last_bump = now_ns();
+		LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
+	}
+	stage_end(f);
+}
+
 static void link_cb(void *ud, int res)
 {
 	struct flight *f = ud;
@@ -687,6 +781,10 @@ static void link_cb(void *ud, int res)
 		write_failed(f, res);
 		return;
 	}
+	if (f->keep_raw) {
+		stage_linked(f, res);
+		return;
+	}
 	e = entry_find(c, f->ch.name);
 	if (e && e->on_disk) {
 		/* known already (another daemon's file, seen meanwhile) */
@@ -694,7 +792,10 @@ static void link_cb(void *ud, int res)
 		if (!e)
 			e = entry_add(c, f->ch.name, f->ch.size);
 		if (e) {
+			if (e->staged)
+				LIST_UNLINK(&c->lru, e, lprev, lnext);
 			e->on_disk = true;
+			e->size = f->ch.size;
 			/* another daemon's file (EEXIST) is hashed at first use */
 			e->verified = res == 0;
 			e->last_bump = now_ns();
@@ -715,8 +816,8 @@ static void write_more(struct flight *f)
 	struct cache *c = f->c;
 	int r;
 
-	if (f->done < f->ch.size) {
-		r = loop_write(c->loop, f->fd, f->data + f->done, f->ch.size - f->done, f->done,
+	if (f->done < f->wlen) {
+		r = loop_write(c->loop, f->fd, f->wbuf + f->done, f->wlen - f->done, f->done,
 		               write_cb, f);
 		if (r < 0)
 			write_failed(f, r);
@@ -725,8 +826,8 @@ static void write_more(struct flight *f)
 	/* whole: give it its name (the fd stays open until then: linking an
 	 * unnamed file goes through its /proc link) */
 	snprintf(f->proc, sizeof(f->proc), "/proc/%d/fd/%d", (int)c->pid, f->fd);
-	r = loop_linkat(c->loop, AT_FDCWD, f->proc, c->chunks_fd, f->rel, AT_SYMLINK_FOLLOW,
-	                link_cb, f);
+	r = loop_linkat(c->loop, AT_FDCWD, f->proc, c->chunks_fd, f->keep_raw ? f->zrel : f->rel,
+	                AT_SYMLINK_FOLLOW, link_cb, f);
 	if (r < 0)
 		write_failed(f, r);
 }
@@ -756,11 +857,15 @@ static void tmpfile_cb(void *ud, int res)
 	write_more(f);
 }
 
+/* Write f->data (the chunk) as its chunk file, or, keep_raw, f->raw (the
+ * stored bytes) as its staged object. */
 static void write_start(struct flight *f)
 {
 	char dir[3];
 	int r;
 
+	f->wbuf = f->keep_raw ? f->raw.data : f->data;
+	f->wlen = f->keep_raw ? f->raw.len : f->ch.size;
 	memcpy(dir, f->rel, 2);
 	dir[2] = 0;
 	memcpy(f->proc, dir, 3);  /* the openat path must outlive the call */
@@ -796,14 +901,30 @@ static void decode_done(struct decode_job *j)
 	buf_free(&raw);
 }
 
+static bool flight_has_reader(const struct flight *f)
+{
+	for (const struct waiter *w = f->w_head; w; w = w->next)
+		if (w->dst)
+			return true;
+	return false;
+}
+
 /* Decode and verify what the store returned, into f->data: bytes that fail
  * are refused here, so that a store with mirrors asks the next one.  With
  * decoder threads, the work goes to them and the verdict comes later. */
+
 static int fetch_check(void *ud, struct buf *data, struct store_check *later)
 {
 	struct flight *f = ud;
 	struct cache *c = f->c;
 
+	/* staging, with nobody waiting for the bytes: kept as they are, checked
+	 * only for the decoded size their frame records (a truncated or wrong
+	 * object makes a mirror fall over now; the hash is checked at first use) */
+	f->keep_raw = f->stage && !flight_has_reader(f);
+	if (f->keep_raw)
+		return check_verdict(f, ZSTD_getFrameContentSize(data->data, data->len) ==
+		                                f->ch.size ? 0 : -EBADMSG);
 	/* a failed verification leaves its buffer: same size, reuse it */
 	if (!f->data)
 		f->data = malloc(f->ch.size ? f->ch.size : 1);
@@ -843,8 +964,175 @@ static void fetch_cb(void *ud, int64_t res, struct buf *data)
 	stat_add(&c->st->fetched_bytes, data->len);
 	stat_add(&c->st->fetched_raw_bytes, f->ch.size);
 	f->fetched = true;
+	if (f->keep_raw) {
+		f->raw = *data;
+		*data = (struct buf)BUF_INIT;
+		write_start(f);
+		return;
+	}
 	flight_serve(f);
 	write_start(f);
+}
+
+/* A staging flight ends (its object written or not): its prefetchers are
+ * answered; readers that joined after the check (the bytes were not decoded
+ * for them) load the chunk anew, from the staged object when it is there. */
+static void stage_end(struct flight *f)
+{
+	struct cache *c = f->c;
+	struct waiter *w = f->w_head;
+	struct cache_chunk ch = f->ch;
+	struct store *s = f->store;
+
+	f->w_head = f->w_tail = NULL;
+	flight_free(f);
+	while (w) {
+		struct waiter *next = w->next;
+		struct centry *e = entry_find(c, ch.name);
+		int r = 0;
+
+		if (!w->dst) {
+			w->cb(w->ud, 0);
+			free(w);
+		} else if ((r = start_load(c, s, &ch, w,
+		                           e && e->staged ? LOAD_STAGED : LOAD_STORE)) < 0) {
+			waiter_fail(c, w, r);
+			free(w);
+		}
+		w = next;
+	}
+	evict(c, 0);
+}
+
+/* -- decoding a staged object -- */
+
+static void staged_failed(struct flight *f, const char *why)
+{
+	struct cache *c = f->c;
+	struct centry *e = entry_find(c, f->ch.name);
+
+	stat_add(&c->st->verify_failures, 1);
+	log_msg(LOG_WARN, "cache: staged chunk %s %s; fetching it again", f->zrel, why);
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	buf_free(&f->raw);
+	if (e) {
+		staged_unlink(c, e);
+		if (!entry_held(e) && !e->mem)
+			entry_remove(c, e);
+	}
+	flight_to_fetch(f);
+}
+
+/* The staged object decoded to the chunk's bytes: serve, then turn it into
+ * the chunk file (dropping the object first: one file per name). */
+static void staged_good(struct flight *f)
+{
+	struct cache *c = f->c;
+	struct centry *e = entry_find(c, f->ch.name);
+
+	buf_free(&f->raw);
+	stat_add(&c->st->staged_used, 1);
+	flight_serve(f);
+	if (e) {
+		staged_unlink(c, e);
+		if (!entry_held(e) && !e->mem)
+			entry_remove(c, e);
+	}
+	write_start(f);
+}
+
+static void staged_decode_done(struct decode_job *j)
+{
+	struct flight *f = (struct flight *)((char *)j - offsetof(struct flight, job));
+
+	if (j->res < 0)
+		staged_failed(f, "fails verification");
+	else
+		staged_good(f);
+}
+
+static void staged_read_cb(void *ud, int res)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+	int r;
+
+	if (res < 0) {
+		staged_failed(f, "cannot be read");
+		return;
+	}
+	f->raw.len += (size_t)res;
+	if (res > 0 && f->raw.len < f->zlen) {
+		r = loop_read(c->loop, f->fd, f->raw.data + f->raw.len, f->zlen - f->raw.len,
+		              f->raw.len, staged_read_cb, f);
+		if (r < 0)
+			flight_fail(f, r);
+		return;
+	}
+	close(f->fd);
+	f->fd = -1;
+	f->job = (struct decode_job){ .name = f->ch.name, .flags = CHUNK_ZSTD, .size = f->ch.size,
+	                              .in = f->raw.data, .inlen = f->raw.len, .out = f->data,
+	                              .done = staged_decode_done };
+	if (c->dec) {
+		decoder_submit(c->dec, &f->job);
+		return;
+	}
+	f->job.res = chunk_decode(c->dctx, f->ch.name, CHUNK_ZSTD, f->ch.size, f->raw.data,
+	                          f->raw.len, f->data);
+	staged_decode_done(&f->job);
+}
+
+static void staged_open_cb(void *ud, int res)
+{
+	struct flight *f = ud;
+	struct cache *c = f->c;
+	struct stat st;
+	int r;
+
+	if (res < 0) {
+		/* evicted or trimmed by another process since: fetch it */
+		struct centry *e = entry_find(c, f->ch.name);
+
+		if (e && e->staged) {
+			e->staged = false;
+			if (!e->on_disk)
+				LIST_UNLINK(&c->lru, e, lprev, lnext);
+			if (!entry_held(e) && !e->mem)
+				entry_remove(c, e);
+		}
+		flight_to_fetch(f);
+		return;
+	}
+	f->fd = res;
+	/* a zstd frame is never larger than its bound: anything more is not one */
+	if (fstat(f->fd, &st) < 0 || st.st_size == 0 ||
+	    (uint64_t)st.st_size > ZSTD_compressBound(f->ch.size)) {
+		staged_failed(f, "has a wrong size");
+		return;
+	}
+	f->zlen = (size_t)st.st_size;
+	r = buf_reserve(&f->raw, f->zlen);
+	if (r < 0) {
+		flight_fail(f, r);
+		return;
+	}
+	r = loop_read(c->loop, f->fd, f->raw.data, f->zlen, 0, staged_read_cb, f);
+	if (r < 0)
+		flight_fail(f, r);
+}
+
+static void staged_start(struct flight *f)
+{
+	int r;
+
+	r = loop_openat(f->c->loop, f->c->chunks_fd, f->zrel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0,
+	                staged_open_cb, f);
+	if (r < 0)
+		flight_fail_later(f, r);
 }
 
 static void fetch_start(struct flight *f)
@@ -891,9 +1179,6 @@ struct hit {
 	struct waiter w;
 };
 
-static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
-                      struct waiter *w, bool on_disk);
-
 static void hit_read_cb(void *ud, int res)
 {
 	struct hit *h = ud;
@@ -926,7 +1211,7 @@ static void hit_read_cb(void *ud, int res)
 		if (w) {
 			*w = h->w;
 			w->next = NULL;
-			r = start_load(c, h->s, &h->ch, w, false);
+			r = start_load(c, h->s, &h->ch, w, LOAD_STORE);
 			if (r < 0)
 				free(w);
 		}
@@ -973,7 +1258,10 @@ static void entry_touch(struct cache *c, struct centry *e)
 	if (now - e->last_bump >= CACHE_BUMP_NS) {
 		char rel[CACHE_REL_LEN];
 
-		chunk_rel(e->name, rel);
+		if (e->on_disk)
+			chunk_rel(e->name, rel);
+		else
+			staged_rel(e->name, rel);
 		e->last_bump = now;
 		utimensat(c->chunks_fd, rel, NULL, 0);
 	}
@@ -1002,11 +1290,13 @@ static int hit_start(struct cache *c, struct store *s, const struct cache_chunk 
 	return 0;
 }
 
-/* Start loading ch for w (ownership of w passes on success): verify the file
- * when on_disk, else fetch; join the flight when one exists.  Returns 1 when
- * this started a fetch from the store, else 0 or -errno. */
+/* Start loading ch for w (ownership of w passes on success): verify the
+ * chunk file (LOAD_FILE), decode the staged object (LOAD_STAGED), fetch
+ * (LOAD_STORE), or fetch to stage (LOAD_STAGE); join the flight when one
+ * exists.  Returns 1 when this started a fetch from the store, else 0 or
+ * -errno. */
 static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
-                      struct waiter *w, bool on_disk)
+                      struct waiter *w, enum load_from from)
 {
 	struct flight **pp = flight_slot(c, ch->name), *f = *pp;
 
@@ -1018,7 +1308,7 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 
 			if (w->dst) {
 				memcpy(w->dst, f->data + w->off, w->len);
-				count_served(c, ch, w->len, w->image, false);
+				count_served(c, ch, w->len, w->image, !f->fetched);
 			}
 			r = complete_later(c, w->cb, w->ud, w->dst ? (int)w->len : 0);
 			if (r == 0)
@@ -1041,18 +1331,23 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 	w->next = NULL;
 	hex_encode(ch->name, HASH_SIZE, f->hex);
 	chunk_rel(ch->name, f->rel);
+	staged_rel(ch->name, f->zrel);
 	*pp = f;
-	if (on_disk) {
-		f->kind = FLIGHT_VERIFY;
+	if (from == LOAD_FILE || from == LOAD_STAGED) {
+		f->kind = from == LOAD_FILE ? FLIGHT_VERIFY : FLIGHT_STAGED;
 		f->data = malloc(ch->size ? ch->size : 1);
 		if (!f->data) {
 			*pp = NULL;
 			free(f);
 			return -ENOMEM;
 		}
-		verify_start(f);
+		if (from == LOAD_FILE)
+			verify_start(f);
+		else
+			staged_start(f);
 		return 0;
 	}
+	f->stage = from == LOAD_STAGE;
 	flight_to_fetch(f);
 	return 1;
 }
@@ -1074,7 +1369,8 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 	if (!cb || (dst && ((uint64_t)off + len > ch->size)))
 		return -EINVAL;
 	e = entry_find(c, ch->name);
-	if (e && e->size != ch->size) {
+	/* (a staged object's decoded size is known once it is decoded) */
+	if (e && (e->on_disk || e->mem) && e->size != ch->size) {
 		/* a file of the wrong size can hold no good bytes */
 		stat_add(&c->st->verify_failures, 1);
 		entry_unlink(c, e, false);
@@ -1089,6 +1385,11 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 		LIST_UNLINK(&c->mlru, e, mprev, mnext);
 		LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
 		return complete_later(c, cb, ud, dst ? (int)len : 0);
+	}
+	/* a prefetch of a staged chunk: nothing to do (a read-ahead decodes it) */
+	if (e && !e->on_disk && e->staged && !dst && !warm) {
+		entry_touch(c, e);
+		return complete_later(c, cb, ud, 0);
 	}
 	/* a read-ahead of an unverified chunk file verifies it (below) */
 	if (e && e->on_disk && (e->verified || (!dst && !warm))) {
@@ -1110,7 +1411,8 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 	if (!w)
 		return -ENOMEM;
 	*w = tmp;
-	r = start_load(c, s, ch, w, e && e->on_disk);
+	r = start_load(c, s, ch, w,
+	               e && e->on_disk ? LOAD_FILE : e && e->staged ? LOAD_STAGED : LOAD_STORE);
 	if (r < 0) {
 		free(w);
 		return r;
@@ -1160,6 +1462,32 @@ int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *c
                    cache_cb cb, void *ud)
 {
 	return as_status(cache_request(c, s, ch, 0, 0, NULL, image, false, NULL, 0, cb, ud));
+}
+
+int cache_stage(struct cache *c, struct store *s, const struct cache_chunk *ch, cache_cb cb,
+                void *ud)
+{
+	struct centry *e;
+	struct waiter *w;
+	int r;
+
+	if (!cb)
+		return -EINVAL;
+	if (!(ch->flags & CHUNK_ZSTD))
+		return cache_prefetch(c, s, ch, -1, cb, ud);
+	e = entry_find(c, ch->name);
+	if (e && entry_held(e)) {
+		entry_touch(c, e);
+		return complete_later(c, cb, ud, 0);
+	}
+	w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct waiter){ NULL, NULL, 0, 0, -1, cb, ud };
+	r = start_load(c, s, ch, w, LOAD_STAGE);
+	if (r < 0)
+		free(w);
+	return as_status(r);
 }
 
 int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
@@ -1285,20 +1613,58 @@ static int cache_load(struct cache *c, bool alone)
 	if (s.n)
 		qsort(s.files, s.n, sizeof(*s.files), cmp_file_mtime);
 	for (size_t i = 0; i < s.n; i++) {
-		struct centry *e = entry_add(c, s.files[i].name, (uint32_t)s.files[i].size);
+		const struct cache_file *cf = &s.files[i];
+		struct centry *e = entry_find(c, cf->name);
 
+		if (e) {
+			/* a chunk file and a staged object: a conversion cut short;
+			 * keep the chunk file */
+			const char *drop = cf->staged ? cf->rel : NULL;
+			char zrel[CACHE_REL_LEN];
+
+			if (!drop) {
+				staged_rel(cf->name, zrel);
+				drop = zrel;
+				LIST_UNLINK(&c->lru, e, lprev, lnext);
+				e->staged = false;
+				e->on_disk = true;
+				e->size = (uint32_t)cf->size;
+				LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
+			}
+			if (unlinkat(c->chunks_fd, drop, 0) == 0 && !alone) {
+				uint64_t z = cf->staged ? cf->size : e->zsize;
+
+				stat_sub(&c->st->used, z);
+				stat_sub(&c->st->staged, 1);
+				stat_sub(&c->st->staged_bytes, z);
+			}
+			continue;
+		}
+		e = entry_add(c, cf->name, cf->staged ? 0 : (uint32_t)cf->size);
 		if (!e) {
 			free(s.files);
 			return -ENOMEM;
 		}
-		e->on_disk = true;
+		e->on_disk = !cf->staged;
+		e->staged = cf->staged;
+		e->zsize = cf->staged ? (uint32_t)cf->size : 0;
 		LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
 	}
 	free(s.files);
-	/* alone on DIR: the gauge may have drifted (a daemon killed between
-	 * link and add); the scan is the truth */
-	if (alone)
-		__atomic_store_n(&c->st->used, s.total, __ATOMIC_RELAXED);
+	/* alone on DIR: the gauges may have drifted (a daemon killed between
+	 * link and add); the table is the truth */
+	if (alone) {
+		uint64_t used = 0, staged = 0, zbytes = 0;
+
+		for (struct centry *e = c->lru.head; e; e = e->lnext) {
+			used += e->on_disk ? e->size : e->zsize;
+			staged += !e->on_disk;
+			zbytes += e->on_disk ? 0 : e->zsize;
+		}
+		__atomic_store_n(&c->st->used, used, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->st->staged, staged, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->st->staged_bytes, zbytes, __ATOMIC_RELAXED);
+	}
 	return 0;
 }
 

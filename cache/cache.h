@@ -5,6 +5,9 @@
  *
  * Layout of a cache directory DIR:
  *   DIR/chunks/ab/<32 hex>   one file per chunk, exactly its bytes
+ *   DIR/chunks/ab/<32 hex>.z a staged chunk: its zstd frame as the store holds
+ *                            it (cache_stage), decoded, verified and written
+ *                            as the chunk file at first use
  *   DIR/indexes/<32 hex>     image indexes, kept so that a remount needs no fetch
  *   DIR/files/<32 hex>       whole-file objects: one file's bytes, for FUSE
  *                            passthrough (cache_file_open); derived from chunks
@@ -18,6 +21,9 @@
  *    served, whether it came from the store or from disk (a file left by an
  *    earlier daemon, or a crash); a mismatch is never served: the file is
  *    dropped and counted, and the chunk is fetched again;
+ *  - a staged chunk is never served as it is: its bytes are decoded and
+ *    verified like a fetched chunk's first; a staged object that fails is
+ *    dropped, counted, and the chunk fetched from the store;
  *  - single flight: many readers of a missing chunk cause one fetch;
  *  - bounded: when the bytes held exceed the limit, the least recently used
  *    chunks are deleted; a reader never sees ENOSPC: when the cache disk is
@@ -122,6 +128,15 @@ uint64_t cache_unkept(const struct cache *c);
  * read-ahead and `lazyroot cache prefetch`; cb gets 0 or -errno. */
 int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch, int image,
                    cache_cb cb, void *ud);
+/* cache_prefetch() that keeps the chunk as the store holds it (compressed):
+ * a staged chunk, decoded and verified only when a reader first needs it, so
+ * that warming a whole image costs no decoding (a sandbox reads a few % of
+ * it).  A chunk stored raw, or one a reader waits for meanwhile, is fetched
+ * and written as by cache_prefetch().  cb gets 0 once the object is on disk
+ * (or was already cached), or -errno; an object the disk had no room for
+ * counts in cache_unkept(). */
+int cache_stage(struct cache *c, struct store *s, const struct cache_chunk *ch, cache_cb cb,
+                void *ud);
 /* cache_prefetch() for a sequential reader: a chunk on disk that this daemon
  * has not verified yet (found by the scan at open) is read and hashed now, so
  * that the reads that follow find it verified instead of each waiting for its
@@ -190,7 +205,8 @@ struct cache_stats {
 	uint64_t magic;
 	uint64_t version;
 	uint64_t limit;                 /* gauge: the limit last set */
-	uint64_t used;                  /* gauge: bytes of chunk files held */
+	uint64_t used;                  /* gauge: bytes of chunk files held
+	                                   (staged objects included) */
 	uint64_t inflight;              /* gauge: fetches in flight */
 	uint64_t hits, misses;          /* reads served without / after a store fetch;
 	                                   fetches = sum of fetch_latency */
@@ -216,6 +232,10 @@ struct cache_stats {
 	uint64_t passthrough_opens;
 	uint64_t files_made;
 	uint64_t file_failures;
+	/* staged chunks (cache_stage; appended likewise): the gauges of staged
+	 * objects on disk, and staged chunks decoded for a reader */
+	uint64_t staged, staged_bytes;
+	uint64_t staged_used;
 };
 
 /* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */
@@ -224,10 +244,12 @@ void cache_stats_unmap(const struct cache_stats *st);
 
 /* ---- maintenance (no daemon needed; safe while daemons run) --------------- */
 
-/* Re-hash every chunk file and whole-file object; delete those that fail.
+/* Re-hash every chunk file and whole-file object, decode and hash every
+ * staged object; delete those that fail.
  * ret_* may be NULL. */
 int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped);
-/* Delete whole-file objects, then least recently used chunk files, until at
+/* Delete whole-file objects, then least recently used chunk files and staged
+ * objects, until at
  * most bytes remain. */
 int cache_trim(const char *dir, uint64_t bytes, uint64_t *ret_freed);
 

@@ -1,6 +1,7 @@
 /*
  * maint.c — the parts of the cache that need no daemon: the stats file,
- * the walk over chunk files, `cache verify` and `cache trim`.
+ * the walk over chunk files and staged objects, `cache verify` and
+ * `cache trim`.
  *
  * Both maintenance commands are safe while daemons run: they only unlink
  * files (a daemon reading one through an open descriptor keeps its bytes; a
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include "cache/cache-internal.h"
 
@@ -130,16 +132,26 @@ int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), v
 			struct cache_file f;
 			struct stat st;
 
-			if (!is_lower_hex(de->d_name, CACHE_CHUNK_NAME_LEN) ||
-			    memcmp(de->d_name, sub, 2))
+			bool staged = !strcmp(de->d_name + strnlen(de->d_name, CACHE_CHUNK_NAME_LEN),
+			                      CACHE_STAGED_SUFFIX);
+			char hex[CACHE_CHUNK_NAME_LEN + 1];
+
+			if (strnlen(de->d_name, CACHE_CHUNK_NAME_LEN + 1) < CACHE_CHUNK_NAME_LEN)
+				continue;
+			memcpy(hex, de->d_name, CACHE_CHUNK_NAME_LEN);
+			hex[CACHE_CHUNK_NAME_LEN] = 0;
+			if (!is_lower_hex(hex, CACHE_CHUNK_NAME_LEN) || memcmp(hex, sub, 2) ||
+			    (!staged && de->d_name[CACHE_CHUNK_NAME_LEN]))
 				continue;
 			if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 			    !S_ISREG(st.st_mode))
 				continue;  /* gone meanwhile (evicted), or not ours */
-			hex_decode(de->d_name, f.name, HASH_SIZE);
-			snprintf(f.rel, sizeof(f.rel), "%s/%.32s", sub, de->d_name);
+			hex_decode(hex, f.name, HASH_SIZE);
+			snprintf(f.rel, sizeof(f.rel), "%s/%s%s", sub, hex,
+			         staged ? CACHE_STAGED_SUFFIX : "");
 			f.size = (uint64_t)st.st_size;
 			f.mtime = st.st_mtim.tv_sec;
+			f.staged = staged;
 			r = fn(ud, &f);
 		}
 		closedir(dp);
@@ -178,6 +190,7 @@ int cache_scan_files(int files_fd, int (*fn)(void *ud, const struct cache_file *
 		snprintf(f.rel, sizeof(f.rel), "%.32s", de->d_name);
 		f.size = (uint64_t)st.st_size;
 		f.mtime = st.st_mtim.tv_sec;
+		f.staged = false;
 		r = fn(ud, &f);
 	}
 	closedir(dp);
@@ -236,9 +249,28 @@ static bool maint_unlink(struct maint *m, const struct cache_file *f)
 
 	if (unlinkat(dfd, f->rel, 0) < 0)
 		return false;
-	if (m->st)
+	if (m->st) {
 		stat_sub(&m->st->used, f->size);
+		if (f->staged) {
+			stat_sub(&m->st->staged, 1);
+			stat_sub(&m->st->staged_bytes, f->size);
+		}
+	}
 	return true;
+}
+
+/* A staged object is one zstd frame that records its decoded size (the
+ * build writes it so); it is good when it decodes to bytes of its name. */
+static bool staged_good(const struct cache_file *f, const void *in, size_t inlen)
+{
+	unsigned long long size = ZSTD_getFrameContentSize(in, inlen);
+	_cleanup_free_ uint8_t *out = NULL;
+
+	if (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR ||
+	    size > UINT32_MAX)
+		return false;
+	out = malloc(size ? size : 1);
+	return out && chunk_decode(NULL, f->name, CHUNK_ZSTD, (uint32_t)size, in, inlen, out) == 0;
 }
 
 static int verify_one(void *ud, const struct cache_file *f)
@@ -258,9 +290,14 @@ static int verify_one(void *ud, const struct cache_file *f)
 	if (n < 0)
 		return (int)n;
 	m->checked++;
-	hash128(data, (size_t)n, got);
-	if ((uint64_t)n == f->size && !memcmp(got, f->name, HASH_SIZE))
-		return 0;
+	if (f->staged) {
+		if ((uint64_t)n == f->size && staged_good(f, data, (size_t)n))
+			return 0;
+	} else {
+		hash128(data, (size_t)n, got);
+		if ((uint64_t)n == f->size && !memcmp(got, f->name, HASH_SIZE))
+			return 0;
+	}
 	if (maint_unlink(m, f)) {
 		m->dropped++;
 		if (m->st)

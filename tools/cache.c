@@ -71,6 +71,9 @@ static void print_table(const char *dir, const struct cache_stats *st)
 	printf("cache %s\n", dir);
 	printf("  %-18s %s of %s (%.1f%%)\n", "used", format_size(st->used, a, sizeof(a)),
 	       format_size(st->limit, b, sizeof(b)), pct(st->used, st->limit));
+	printf("  %-18s %llu (%s, kept compressed until first read); %llu decoded for a reader\n",
+	       "staged chunks", (unsigned long long)st->staged,
+	       format_size(st->staged_bytes, a, sizeof(a)), (unsigned long long)st->staged_used);
 	printf("  %-18s %llu (%.1f%% of reads)\n", "hits", (unsigned long long)st->hits,
 	       pct(st->hits, reads));
 	printf("  %-18s %llu\n", "misses", (unsigned long long)st->misses);
@@ -121,7 +124,8 @@ static void print_json(const struct cache_stats *st)
 	       "\"evicted_bytes\":%llu,\"memory_served\":%llu,\"fetch_latency_sum_us\":%llu,"
 	       "\"store_requests\":%llu,\"store_retries\":%llu,\"store_failovers\":%llu,"
 	       "\"store_failures\":%llu,\"near_fetches\":%llu,\"passthrough_opens\":%llu,"
-	       "\"files_made\":%llu,\"file_failures\":%llu,\"fetch_latency_us\":[",
+	       "\"files_made\":%llu,\"file_failures\":%llu,\"staged\":%llu,\"staged_bytes\":%llu,"
+	       "\"staged_used\":%llu,\"fetch_latency_us\":[",
 	       (unsigned long long)st->used, (unsigned long long)st->limit,
 	       (unsigned long long)st->inflight, (unsigned long long)st->hits,
 	       (unsigned long long)st->misses, (unsigned long long)st->fetched_bytes,
@@ -133,7 +137,9 @@ static void print_json(const struct cache_stats *st)
 	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
 	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures,
 	       (unsigned long long)st->near_fetches, (unsigned long long)st->passthrough_opens,
-	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures);
+	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures,
+	       (unsigned long long)st->staged, (unsigned long long)st->staged_bytes,
+	       (unsigned long long)st->staged_used);
 	/* the last bucket holds everything slower: no upper bound */
 	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++) {
 		if (i == CACHE_LATENCY_BUCKETS - 1)
@@ -194,7 +200,11 @@ static void print_prometheus(const struct cache_stats *st)
 		size_t off;
 	} scalars[] = {
 #define F(n, t, h, f) { n, t, h, offsetof(struct cache_stats, f) }
-		F("used_bytes", "gauge", "Bytes of chunk files held.", used),
+		F("used_bytes", "gauge", "Bytes of chunk files and staged chunks held.", used),
+		F("staged_chunks", "gauge", "Staged chunks held (compressed, decoded at first read).",
+		  staged),
+		F("staged_bytes", "gauge", "Bytes of staged chunks held.", staged_bytes),
+		F("staged_used_total", "counter", "Staged chunks decoded for a reader.", staged_used),
 		F("limit_bytes", "gauge", "Cache size limit in bytes.", limit),
 		F("inflight_fetches", "gauge", "Store fetches in flight.", inflight),
 		F("hits_total", "counter", "Reads served from the cache without a fetch.", hits),

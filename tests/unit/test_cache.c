@@ -464,6 +464,241 @@ static void test_cache__prefetch_then_hit(void **state)
 	cache_free(c);
 }
 
+static void staged_path(const struct cache_chunk *ch, char *out, size_t outlen)
+{
+	char hex[HASH_HEX_SIZE];
+
+	hex_encode(ch->name, HASH_SIZE, hex);
+	snprintf(out, outlen, "%s/chunks/%.2s/%s.z", cdir, hex, hex);
+}
+
+static int stage(struct cache *c, const struct cache_chunk *ch)
+{
+	struct res r = { 0 };
+
+	assert_int_equal(cache_stage(c, store, ch, res_cb, &r), 0);
+	assert_int_equal(r.calls, 0);
+	drain();
+	assert_int_equal(r.calls, 1);
+	return r.res;
+}
+
+/* Read through cache c with store s (an empty one: nothing can be fetched). */
+static int read_from(struct cache *c, struct store *s, unsigned i, const struct cache_chunk *ch)
+{
+	struct store *keep = store;
+	int r;
+
+	store = s;
+	r = read_check(c, i, ch, 0, ch->size);
+	store = keep;
+	return r;
+}
+
+static struct store *empty_store(void)
+{
+	struct store *s = NULL;
+	char url[128];
+
+	snprintf(url, sizeof(url), "dir:%s/empty", root);
+	assert_int_equal(store_open(url, &s), 0);
+	assert_int_equal(store_set_loop(s, loop), 0);
+	return s;
+}
+
+/* Staging keeps the stored bytes as they are; the first read decodes and
+ * verifies them, serves, and turns the staged object into the chunk file,
+ * with no fetch; the gauges follow, also across a reopen. */
+static void test_cache__staged_chunk_served_verified_and_converted(void **state)
+{
+	struct cache_chunk ch[3];
+	struct store *empty = empty_store();
+	struct cache *c;
+	const struct cache_stats *st;
+	uint64_t zbytes = 0;
+	struct stat sb;
+	char path[256];
+
+	for (unsigned i = 0; i < 3; i++) {
+		put_chunk(i, 50000 + i * 1000, &ch[i]);
+		assert_true(ch[i].flags & CHUNK_ZSTD);
+		zbytes += ch[i].stored_size;
+	}
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(stage(c, &ch[i]), 0);
+	/* staged again: already there, no fetch */
+	assert_int_equal(stage(c, &ch[0]), 0);
+	assert_int_equal(fetches(st), 3);
+	assert_int_equal(st->staged, 3);
+	assert_int_equal(st->staged_bytes, zbytes);
+	assert_int_equal(st->used, zbytes);
+	staged_path(&ch[1], path, sizeof(path));
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, ch[1].stored_size);
+	chunk_path(&ch[1], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+
+	/* the store is gone: served from the staged object */
+	assert_int_equal(read_from(c, empty, 1, &ch[1]), (int)ch[1].size);
+	assert_int_equal(fetches(st), 3);
+	assert_int_equal(st->hits, 1);
+	assert_int_equal(st->staged_used, 1);
+	assert_int_equal(st->staged, 2);
+	assert_int_equal(st->staged_bytes, zbytes - ch[1].stored_size);
+	assert_int_equal(st->used, zbytes - ch[1].stored_size + ch[1].size);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, ch[1].size);
+	staged_path(&ch[1], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	/* then a plain hit */
+	assert_int_equal(read_from(c, empty, 1, &ch[1]), (int)ch[1].size);
+	assert_int_equal(st->staged_used, 1);
+	cache_free(c);
+
+	/* a new daemon finds both kinds and recounts the same gauges */
+	c = open_cache(0, 1 << 20);
+	assert_int_equal(st->staged, 2);
+	assert_int_equal(st->used, zbytes - ch[1].stored_size + ch[1].size);
+	assert_int_equal(read_from(c, empty, 2, &ch[2]), (int)ch[2].size);
+	assert_int_equal(read_from(c, empty, 1, &ch[1]), (int)ch[1].size);
+	assert_int_equal(st->staged, 1);
+	assert_int_equal(st->staged_used, 2);
+	assert_int_equal(fetches(st), 3);
+	cache_stats_unmap(st);
+	cache_free(c);
+	store_free(empty);
+}
+
+/* A staged object that fails verification is never served: dropped,
+ * counted, and the chunk fetched; with no store to fetch from, only that
+ * chunk's read fails.  A cut-short conversion (both files) keeps the chunk
+ * file. */
+static void test_cache__corrupt_staged_object_refetched(void **state)
+{
+	struct cache_chunk ch[3];
+	struct store *empty = empty_store();
+	struct cache *c;
+	const struct cache_stats *st;
+	char path[256];
+	int fd;
+
+	for (unsigned i = 0; i < 3; i++)
+		put_chunk(i, 40000, &ch[i]);
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(stage(c, &ch[i]), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		staged_path(&ch[i], path, sizeof(path));
+		fd = open(path, O_RDWR);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, "\x5a\xa5\x5a", 3, ch[i].stored_size / 2), 3);
+		close(fd);
+	}
+	/* chunk 0: fetched again from the store */
+	assert_int_equal(read_check(c, 0, &ch[0], 0, ch[0].size), (int)ch[0].size);
+	assert_int_equal(st->verify_failures, 1);
+	assert_int_equal(fetches(st), 4);
+	assert_int_equal(st->misses, 1);
+	staged_path(&ch[0], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	/* chunk 1, no store: EIO, and the bad object is gone */
+	assert_int_equal(read_from(c, empty, 1, &ch[1]), -EIO);
+	assert_int_equal(st->verify_failures, 2);
+	staged_path(&ch[1], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	/* chunk 2 still served */
+	assert_int_equal(read_from(c, empty, 2, &ch[2]), (int)ch[2].size);
+	assert_int_equal(st->staged, 0);
+	assert_int_equal(st->used, 2 * 40000);
+	cache_free(c);
+
+	/* a conversion cut short: the chunk file and a staged object */
+	c = open_cache(0, 1 << 20);
+	assert_int_equal(stage(c, &ch[1]), 0);
+	cache_free(c);
+	{
+		char from[256], to[256];
+		_cleanup_free_ char *cmd = NULL;
+
+		staged_path(&ch[0], to, sizeof(to));
+		staged_path(&ch[1], from, sizeof(from));
+		/* chunk 0's chunk file is there; give it a (bad) staged twin */
+		assert_true(asprintf(&cmd, "cp '%s' '%s'", from, to) > 0);
+		assert_int_equal(system(cmd), 0);
+	}
+	c = open_cache(0, 1 << 20);
+	staged_path(&ch[0], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(st->staged, 1);
+	assert_int_equal(read_from(c, empty, 0, &ch[0]), (int)ch[0].size);
+	assert_int_equal(read_from(c, empty, 1, &ch[1]), (int)ch[1].size);
+	assert_int_equal(st->used, 3 * 40000);
+	cache_stats_unmap(st);
+	cache_free(c);
+	store_free(empty);
+}
+
+/* Staged objects count against the limit and are evicted like chunks;
+ * verify decodes and hashes them, trim removes them. */
+static void test_cache__staged_objects_evicted_verified_trimmed(void **state)
+{
+	struct cache_chunk ch[6];
+	struct cache *c;
+	const struct cache_stats *st;
+	uint64_t checked = 0, dropped = 0, freed = 0, limit, zbytes;
+	unsigned present = 0;
+	char path[256];
+	int fd;
+
+	for (unsigned i = 0; i < 6; i++)
+		put_chunk(i, 65536, &ch[i]);
+	limit = ch[0].stored_size * 3 + ch[0].stored_size / 2;
+	c = open_cache(limit, 1 << 20);
+	st = stats();
+	for (unsigned i = 0; i < 6; i++)
+		assert_int_equal(stage(c, &ch[i]), 0);
+	assert_true(st->used <= limit);
+	assert_true(st->evictions >= 2);
+	for (unsigned i = 0; i < 6; i++) {
+		staged_path(&ch[i], path, sizeof(path));
+		present += access(path, F_OK) == 0;
+	}
+	assert_int_equal(present, st->staged);
+	assert_true(present >= 2 && present <= 3);
+	/* the oldest went first */
+	staged_path(&ch[0], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	staged_path(&ch[5], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), 0);
+	cache_free(c);
+
+	c = open_cache(0, 1 << 20);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "\x11\x22\x33", 3, ch[5].stored_size / 2), 3);
+	close(fd);
+	assert_int_equal(cache_verify(cdir, &checked, &dropped), 0);
+	assert_int_equal(checked, present);
+	assert_int_equal(dropped, 1);
+	assert_int_equal(st->staged, present - 1);
+	assert_int_equal(access(path, F_OK), -1);
+	zbytes = st->staged_bytes;
+	assert_true(zbytes > 0);
+	assert_int_equal(cache_trim(cdir, 0, &freed), 0);
+	assert_int_equal(freed, zbytes);
+	assert_int_equal(st->staged, 0);
+	assert_int_equal(st->staged_bytes, 0);
+	assert_int_equal(st->used, 0);
+	/* the running cache copes: fetched again */
+	for (unsigned i = 0; i < 6; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 0, 100), 100);
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
 /* A read-ahead verifies chunk files an earlier daemon left (a plain prefetch
  * leaves them to the first read): a flipped file is found and fetched again
  * before any read of it, a good one is then read without a second check. */
@@ -854,6 +1089,12 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__verify_and_trim_commands, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__prefetch_then_hit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__staged_chunk_served_verified_and_converted,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__corrupt_staged_object_refetched, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__staged_objects_evicted_verified_trimmed,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__readahead_verifies_files_from_disk, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__per_image_counters_and_slots, setup,

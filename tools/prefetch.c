@@ -2,7 +2,9 @@
  * prefetch.c — `lazyroot cache prefetch REF [PATH…]`: warm a node's cache
  * before sandboxes arrive.  Fetches every chunk of the image, or of the files
  * under the given paths, through the same cache the daemons use (safe while
- * they run), with a bounded number of chunks in flight.
+ * they run), with a bounded number of chunks in flight.  By default the
+ * chunks are staged (kept compressed, decoded at first use: cache_stage);
+ * --decode decodes, verifies and writes every chunk now.
  */
 #include <getopt.h>
 #include <sys/stat.h>
@@ -22,8 +24,13 @@ static void usage(FILE *f)
 	        "usage: lazyroot cache prefetch REF [PATH…] [OPTIONS]\n"
 	        "\n"
 	        "Fetch the chunks of image REF into the node cache: all of them, or those of\n"
-	        "the files under each PATH (a path inside the image).\n"
+	        "the files under each PATH (a path inside the image).  Chunks are staged:\n"
+	        "kept as the store holds them (compressed), then decoded, verified and\n"
+	        "written out by the daemon the first time a reader needs each one, so that\n"
+	        "warming a whole image costs no decoding and less disk.\n"
 	        "\n"
+	        "  --decode           decode, verify and write every chunk now instead (a\n"
+	        "                     first read then costs no decoding; more CPU and disk)\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
         "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
         "                     else $AWS_ENDPOINT_URL, else AWS)\n"
@@ -45,7 +52,7 @@ struct prefetch {
 	uint32_t nchunks, next;     /* next: the next chunk index to consider */
 	uint64_t total, started, done, failed, bytes, total_bytes;
 	uint64_t start_ns, last_draw;
-	bool progress;
+	bool progress, decode;
 	int first_error;
 };
 
@@ -156,7 +163,8 @@ static void start_more(struct prefetch *p)
 			cc.flags = ic.flags;
 			o->p = p;
 			o->size = ic.size;
-			r = cache_prefetch(p->cache, p->store, &cc, -1, one_done, o);
+			r = p->decode ? cache_prefetch(p->cache, p->store, &cc, -1, one_done, o)
+			             : cache_stage(p->cache, p->store, &cc, one_done, o);
 		}
 		if (r < 0) {
 			free(o);
@@ -170,7 +178,8 @@ static void start_more(struct prefetch *p)
 
 int cmd_cache_prefetch(int argc, char **argv)
 {
-	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT };
+	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT,
+	       O_DECODE };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -179,6 +188,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 		{ "cache-size", required_argument, NULL, O_SIZE },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
+		{ "decode", no_argument, NULL, O_DECODE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -217,6 +227,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 			break;
 		case O_JSON: json = true; break;
 		case O_NOPROG: noprog = true; break;
+		case O_DECODE: p.decode = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -292,8 +303,9 @@ int cmd_cache_prefetch(int argc, char **argv)
 	}
 	draw(&p, true);
 	if (json)
-		printf("{\"index\":\"%s\",\"chunks\":%llu,\"bytes\":%llu,\"failed\":%llu,"
-		       "\"seconds\":%.3f}\n", hex, (unsigned long long)p.total,
+		printf("{\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%llu,\"bytes\":%llu,"
+		       "\"failed\":%llu,\"seconds\":%.3f}\n", hex, p.decode ? "decoded" : "staged",
+		       (unsigned long long)p.total,
 		       (unsigned long long)p.bytes, (unsigned long long)p.failed,
 		       (double)(now_ns() - p.start_ns) / 1e9);
 	r = 0;

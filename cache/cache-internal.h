@@ -61,6 +61,17 @@ int cache_scan(int chunks_fd, int (*fn)(void *ud, const struct cache_file *f), v
 /* Call fn for every whole-file object under files_fd (rel: its hex name). */
 int cache_scan_files(int files_fd, int (*fn)(void *ud, const struct cache_file *f), void *ud);
 
+/* What a scan found, in a growable array: cache_files_add() is a callback for
+ * cache_scan() and cache_scan_files(); free v when done. */
+struct cache_files {
+	struct cache_file *v;
+	size_t n, cap;
+	uint64_t total;                 /* bytes */
+};
+int cache_files_add(void *ud, const struct cache_file *f);
+/* Oldest first (by mtime).  Cost: O(n log n). */
+void cache_files_sort(struct cache_files *l);
+
 /* ---- files.c: whole-file objects ----------------------------------------- */
 
 /* The xattr holding the XXH3-128 of a whole-file object's bytes. */

@@ -1565,55 +1565,26 @@ void cache_image_unregister(struct cache *c, int slot)
 
 /* ---- open and free ---------------------------------------------------------- */
 
-struct scan_state {
-	struct cache *c;
-	struct cache_file *files;
-	size_t n, cap;
-	uint64_t total;
-};
-
+/* A file too large to be a chunk is not one of ours: skipped. */
 static int scan_collect(void *ud, const struct cache_file *f)
 {
-	struct scan_state *s = ud;
-
-	if (f->size > UINT32_MAX)
-		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		struct cache_file *v = realloc(s->files, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		s->files = v;
-		s->cap = cap;
-	}
-	s->files[s->n++] = *f;
-	s->total += f->size;
-	return 0;
-}
-
-static int cmp_file_mtime(const void *a, const void *b)
-{
-	const struct cache_file *x = a, *y = b;
-
-	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+	return f->size > UINT32_MAX ? 0 : cache_files_add(ud, f);
 }
 
 /* Fill the entry table from the files on disk, oldest at the LRU tail.
  * Cost: a walk of DIR/chunks and a sort, once per daemon. */
 static int cache_load(struct cache *c, bool alone)
 {
-	struct scan_state s = { .c = c };
+	struct cache_files s = { 0 };
 	int r = cache_scan(c->chunks_fd, scan_collect, &s);
 
 	if (r < 0) {
-		free(s.files);
+		free(s.v);
 		return r;
 	}
-	if (s.n)
-		qsort(s.files, s.n, sizeof(*s.files), cmp_file_mtime);
+	cache_files_sort(&s);
 	for (size_t i = 0; i < s.n; i++) {
-		const struct cache_file *cf = &s.files[i];
+		const struct cache_file *cf = &s.v[i];
 		struct centry *e = entry_find(c, cf->name);
 
 		if (e) {
@@ -1642,7 +1613,7 @@ static int cache_load(struct cache *c, bool alone)
 		}
 		e = entry_add(c, cf->name, cf->staged ? 0 : (uint32_t)cf->size);
 		if (!e) {
-			free(s.files);
+			free(s.v);
 			return -ENOMEM;
 		}
 		e->on_disk = !cf->staged;
@@ -1650,7 +1621,7 @@ static int cache_load(struct cache *c, bool alone)
 		e->zsize = cf->staged ? (uint32_t)cf->size : 0;
 		LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
 	}
-	free(s.files);
+	free(s.v);
 	/* alone on DIR: the gauges may have drifted (a daemon killed between
 	 * link and add); the table is the truth */
 	if (alone) {

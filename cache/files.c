@@ -612,42 +612,11 @@ static int scan_one(void *ud, const struct cache_file *f)
 	return 0;
 }
 
-struct file_sort {
-	struct cache_file *v;
-	size_t n, cap;
-	uint64_t total;
-};
-
-static int sort_collect(void *ud, const struct cache_file *f)
-{
-	struct file_sort *s = ud;
-
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct cache_file *v = realloc(s->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
-	s->v[s->n++] = *f;
-	s->total += f->size;
-	return 0;
-}
-
-static int cmp_mtime(const void *a, const void *b)
-{
-	const struct cache_file *x = a, *y = b;
-
-	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
-}
-
 int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, uint64_t limit,
                struct cache_stats *st, bool alone, struct wfiles **ret)
 {
 	struct wfiles *w = calloc(1, sizeof(*w));
-	struct file_sort s = { 0 };
+	struct cache_files s = { 0 };
 	int r;
 
 	if (!w)
@@ -670,9 +639,9 @@ int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, ui
 		goto fail;
 	}
 	/* oldest first, so that the newest end up at the LRU head */
-	r = cache_scan_files(w->files_fd, sort_collect, &s);
-	if (r == 0 && s.n)
-		qsort(s.v, s.n, sizeof(*s.v), cmp_mtime);
+	r = cache_scan_files(w->files_fd, cache_files_add, &s);
+	if (r == 0)
+		cache_files_sort(&s);
 	for (size_t i = 0; r == 0 && i < s.n; i++)
 		r = scan_one(w, &s.v[i]);
 	free(s.v);

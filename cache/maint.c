@@ -203,9 +203,7 @@ struct maint {
 	int dir_fd, chunks_fd, files_fd;    /* files_fd: -1 when there is no files/ */
 	struct cache_stats *st;
 	uint64_t checked, dropped, freed;
-	struct cache_file *files;
-	size_t n, cap;
-	uint64_t total;
+	struct cache_files list;            /* trim: every file, then sorted */
 };
 
 static int maint_open(const char *dir, struct maint *m)
@@ -232,7 +230,7 @@ static int maint_open(const char *dir, struct maint *m)
 static void maint_close(struct maint *m)
 {
 	cache_stats_unmap_rw(m->st);
-	free(m->files);
+	free(m->list.v);
 	if (m->files_fd >= 0)
 		close(m->files_fd);
 	if (m->chunks_fd >= 0)
@@ -345,21 +343,21 @@ int cache_verify(const char *dir, uint64_t *ret_checked, uint64_t *ret_dropped)
 	return r;
 }
 
-static int collect_one(void *ud, const struct cache_file *f)
+int cache_files_add(void *ud, const struct cache_file *f)
 {
-	struct maint *m = ud;
+	struct cache_files *l = ud;
 
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 1024;
-		struct cache_file *v = realloc(m->files, cap * sizeof(*v));
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		struct cache_file *v = realloc(l->v, cap * sizeof(*v));
 
 		if (!v)
 			return -ENOMEM;
-		m->files = v;
-		m->cap = cap;
+		l->v = v;
+		l->cap = cap;
 	}
-	m->files[m->n++] = *f;
-	m->total += f->size;
+	l->v[l->n++] = *f;
+	l->total += f->size;
 	return 0;
 }
 
@@ -368,6 +366,12 @@ static int cmp_mtime(const void *a, const void *b)
 	const struct cache_file *x = a, *y = b;
 
 	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+void cache_files_sort(struct cache_files *l)
+{
+	if (l->n)
+		qsort(l->v, l->n, sizeof(*l->v), cmp_mtime);
 }
 
 /* Cost: a walk of the whole cache and a sort; O(n log n) in chunk files. */
@@ -381,21 +385,21 @@ int cache_trim(const char *dir, uint64_t bytes, uint64_t *ret_freed)
 	/* whole-file objects first (they sort before every chunk), oldest
 	 * first; then chunks, oldest first */
 	if (m.files_fd >= 0) {
-		r = cache_scan_files(m.files_fd, collect_one, &m);
-		for (size_t i = 0; i < m.n; i++)
-			m.files[i].mtime = INT64_MIN;
+		r = cache_scan_files(m.files_fd, cache_files_add, &m.list);
+		for (size_t i = 0; i < m.list.n; i++)
+			m.list.v[i].mtime = INT64_MIN;
 	}
 	if (r == 0)
-		r = cache_scan(m.chunks_fd, collect_one, &m);
-	if (r == 0 && m.n)
-		qsort(m.files, m.n, sizeof(*m.files), cmp_mtime);
-	for (size_t i = 0; r == 0 && i < m.n && m.total > bytes; i++) {
-		m.total -= m.files[i].size;
-		if (maint_unlink(&m, &m.files[i])) {
-			m.freed += m.files[i].size;
+		r = cache_scan(m.chunks_fd, cache_files_add, &m.list);
+	if (r == 0)
+		cache_files_sort(&m.list);
+	for (size_t i = 0; r == 0 && i < m.list.n && m.list.total > bytes; i++) {
+		m.list.total -= m.list.v[i].size;
+		if (maint_unlink(&m, &m.list.v[i])) {
+			m.freed += m.list.v[i].size;
 			if (m.st) {
 				stat_add(&m.st->evictions, 1);
-				stat_add(&m.st->evicted_bytes, m.files[i].size);
+				stat_add(&m.st->evicted_bytes, m.list.v[i].size);
 			}
 		}
 	}

@@ -16,6 +16,9 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${LAZYROOT_FIXTURES:-$repo/tests/.cache}
+# an absolute path out: callers hand it to programs that run elsewhere (crun's bundle)
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
 suite=bookworm
 include=python3,gcc,git,libc6-dev${LAZYROOT_ROOTFS_EXTRA:+,$LAZYROOT_ROOTFS_EXTRA}
 want_dir=0

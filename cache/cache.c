@@ -688,16 +688,17 @@ static void verify_open_cb(void *ud, int res)
 		flight_fail(f, r);
 }
 
-/* Open through the ring: with cold directory and inode caches (a new daemon
- * after a reboot or a dropped cache) an open waits for the disk, and the
- * opens of a sequential reader's chunks then overlap instead of stalling the
- * loop one after the other. */
-static void verify_start(struct flight *f)
+/* Open f's chunk file or staged object (rel, under chunks/) through the ring,
+ * then cb: with cold directory and inode caches (a new daemon after a reboot
+ * or a dropped cache) an open waits for the disk, and the opens of a
+ * sequential reader's chunks then overlap instead of stalling the loop one
+ * after the other. */
+static void open_start(struct flight *f, const char *rel, loop_cb cb)
 {
 	int r;
 
-	r = loop_openat(f->c->loop, f->c->chunks_fd, f->rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0,
-	                verify_open_cb, f);
+	r = loop_openat(f->c->loop, f->c->chunks_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0, cb,
+	                f);
 	if (r < 0)
 		flight_fail_later(f, r);
 }
@@ -1125,16 +1126,6 @@ static void staged_open_cb(void *ud, int res)
 		flight_fail(f, r);
 }
 
-static void staged_start(struct flight *f)
-{
-	int r;
-
-	r = loop_openat(f->c->loop, f->c->chunks_fd, f->zrel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0,
-	                staged_open_cb, f);
-	if (r < 0)
-		flight_fail_later(f, r);
-}
-
 static void fetch_start(struct flight *f)
 {
 	struct cache *c = f->c;
@@ -1342,9 +1333,9 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 			return -ENOMEM;
 		}
 		if (from == LOAD_FILE)
-			verify_start(f);
+			open_start(f, f->rel, verify_open_cb);
 		else
-			staged_start(f);
+			open_start(f, f->zrel, staged_open_cb);
 		return 0;
 	}
 	f->stage = from == LOAD_STAGE;

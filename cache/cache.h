@@ -1,7 +1,8 @@
 /*
  * cache.h — the node-local chunk cache: content-addressed by chunk name,
  * shared by every image and every daemon on the node, holding chunks
- * decompressed so that a hit is a plain read.
+ * decompressed so that a hit is a plain read (a prefetch's chunks stay
+ * compressed, staged, until their first read).
  *
  * Layout of a cache directory DIR:
  *   DIR/chunks/ab/<32 hex>   one file per chunk, exactly its bytes

@@ -69,12 +69,4 @@ unmount_it
 
 # --- 3. a mirror that corrupts chunks
 cache=$WORK/cache3
-fault "flip 1 match /chunks/"
-check "$LAZYROOT" mount faults:1 "$mnt" --store "$PROXY_URL,$NGINX_URL" --cache "$cache"
-check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
-log "corrupt mirror: $(stat_of verify_failures) verify failures, $(stat_of store_failovers) failovers"
-check test "$(stat_of verify_failures)" -gt 0
-check test "$(stat_of store_failovers)" -eq "$(stat_of verify_failures)"
-check test "$(stat_of errors)" -eq 0
-unmount_it
-fault ""
+check_corrupt_mirror "$mnt" "$WORK/src" "$cache" faults:1 "$PROXY_URL,$NGINX_URL"

@@ -88,13 +88,5 @@ unmount_it
 
 # --- 4. a mirror that corrupts chunks: the same bucket through the proxy, then directly
 cache=$WORK/cache-flip
-fault "flip 1 match /chunks/"
-check "$LAZYROOT" mount f:1 "$mnt" --cache "$cache" \
-	--store "s3+$PROXY_URL/$RGW_BUCKET/faults,s3+$RGW_ENDPOINT/$RGW_BUCKET/faults"
-check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
-log "corrupt mirror: $(stat_of verify_failures) verify failures, $(stat_of store_failovers) failovers"
-check test "$(stat_of verify_failures)" -gt 0
-check test "$(stat_of store_failovers)" -eq "$(stat_of verify_failures)"
-check test "$(stat_of errors)" -eq 0
-unmount_it
-fault ""
+check_corrupt_mirror "$mnt" "$WORK/src" "$cache" f:1 \
+	"s3+$PROXY_URL/$RGW_BUCKET/faults,s3+$RGW_ENDPOINT/$RGW_BUCKET/faults"

@@ -22,6 +22,13 @@
 #                            (fault down), check that a read of a missing chunk fails with
 #                            EIO within 1-15 s while the mount stays and serves what it has,
 #                            then bring it back and check the same mount serves everything
+#   check_corrupt_mirror MNT SRC CACHE REF STORES
+#                            with the proxy first in STORES (a mirror list) and the real
+#                            store after it: make the proxy flip a byte of every chunk it
+#                            serves, mount REF at MNT with cache CACHE, and check that every
+#                            byte of SRC reads back, each corrupt chunk was refused and
+#                            fetched from the next mirror (verify failures = failovers > 0),
+#                            with no error; then unmount and clear the fault
 
 # A tiny pause without sleep(1): read with a timeout on a pipe nobody writes to.
 _pause() {
@@ -159,4 +166,21 @@ check_store_outage() {
 	fault ""
 	check cmp "$src/big/b01" "$mnt/big/b01"
 	check compare_trees --no-atime --ignore-root-mtime "$src" "$mnt"
+}
+
+check_corrupt_mirror() {
+	local mnt=$1 src=$2 cache=$3 ref=$4 stores=$5 vf fo errs
+	_mirror_stat() { "$LAZYROOT" cache stats --cache "$cache" --json |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+	fault "flip 1 match /chunks/"
+	check "$LAZYROOT" mount "$ref" "$mnt" --store "$stores" --cache "$cache"
+	check compare_trees --no-atime --ignore-root-mtime "$src" "$mnt"
+	vf=$(_mirror_stat verify_failures) fo=$(_mirror_stat store_failovers)
+	errs=$(_mirror_stat errors)
+	log "corrupt mirror: $vf verify failures, $fo failovers"
+	check test "$vf" -gt 0
+	check test "$fo" -eq "$vf"
+	check test "$errs" -eq 0
+	check "$LAZYROOT" umount "$mnt" --cache "$cache"
+	fault ""
 }

@@ -217,4 +217,37 @@ int image_chunk(const struct image *img, uint32_t idx, struct image_chunk *ret);
 /* The image config JSON (may be empty); points into the index. */
 void image_config(const struct image *img, const char **ret, size_t *ret_len);
 
+/* ---- access profiles (FORMAT.md, "Access profiles") ------------------------ */
+
+/*
+ * A profile: traces of chunk indices of one index, each in the order one
+ * recorded workload first read them.  Stored as profiles/<index hex> beside
+ * the image.  A struct image_profile is not thread-safe.
+ */
+struct buf;
+struct image_profile;
+#define IMAGE_PROFILE_MAX_TRACES 4096
+#define IMAGE_PROFILE_MAX_CHUNKS (1u << 24)   /* per trace */
+
+/* An empty profile for the index named index (16 bytes). */
+int image_profile_new(const uint8_t index[16], struct image_profile **ret);
+void image_profile_free(struct image_profile *p);
+/* Append a trace (copied); -E2BIG past the limits above. */
+int image_profile_add_trace(struct image_profile *p, const uint32_t *chunks, size_t n);
+/* Append src's traces to dst: -EXDEV when they belong to different indexes. */
+int image_profile_merge(struct image_profile *dst, const struct image_profile *src);
+/* The index's name (16 bytes, valid while p is). */
+const uint8_t *image_profile_index(const struct image_profile *p);
+size_t image_profile_traces(const struct image_profile *p);
+/* Trace i: its chunk indices (valid while p is), *ret_n of them. */
+const uint32_t *image_profile_trace(const struct image_profile *p, size_t i, size_t *ret_n);
+/* Append p's serialised form to out. */
+int image_profile_encode(const struct image_profile *p, struct buf *out);
+/* Parse len bytes (hostile): -EBADMSG (or -EPROTONOSUPPORT, -ENOMEM) with
+ * *ret_why (static, may be NULL) saying what is wrong in a few words. */
+int image_profile_parse(const void *data, size_t len, struct image_profile **ret,
+                        const char **ret_why);
+/* -EBADMSG (and *ret_why) when a chunk index is not below nchunks. */
+int image_profile_check(const struct image_profile *p, uint64_t nchunks, const char **ret_why);
+
 #endif

@@ -110,11 +110,14 @@ struct decode_job {
 	const void *in;
 	size_t inlen;
 	void *out;
+	bool urgent;                            /* a reader waits: ahead of the others */
 	int res;                                /* chunk_decode()'s result */
 	void (*done)(struct decode_job *j);     /* runs on the loop's thread */
 };
 
-/* Start threads workers (0: one per CPU but one, at least one, at most 4)
+/* Jobs run in submission order, except that urgent ones go ahead of those
+ * that are not (a reader waiting before prefetches).
+ * Start threads workers (0: one per CPU but one, at least one, at most 4)
  * whose results come back through loop.  Loop thread only, like submit. */
 int decoder_new(struct loop *loop, unsigned threads, struct decoder **ret);
 void decoder_submit(struct decoder *d, struct decode_job *j);

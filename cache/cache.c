@@ -938,6 +938,7 @@ static int fetch_check(void *ud, struct buf *data, struct store_check *later)
 		f->job = (struct decode_job){ .name = f->ch.name, .flags = f->ch.flags,
 		                              .size = f->ch.size, .in = f->raw.data,
 		                              .inlen = f->raw.len, .out = f->data,
+		                              .urgent = flight_has_reader(f),
 		                              .done = decode_done };
 		decoder_submit(c->dec, &f->job);
 		return STORE_CHECK_LATER;
@@ -1077,6 +1078,7 @@ static void staged_read_cb(void *ud, int res)
 	f->fd = -1;
 	f->job = (struct decode_job){ .name = f->ch.name, .flags = CHUNK_ZSTD, .size = f->ch.size,
 	                              .in = f->raw.data, .inlen = f->raw.len, .out = f->data,
+	                              .urgent = flight_has_reader(f),
 	                              .done = staged_decode_done };
 	if (c->dec) {
 		decoder_submit(c->dec, &f->job);
@@ -1453,6 +1455,21 @@ int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *c
                    cache_cb cb, void *ud)
 {
 	return as_status(cache_request(c, s, ch, 0, 0, NULL, image, false, NULL, 0, cb, ud));
+}
+
+int cache_profile_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                           int image, cache_cb cb, void *ud)
+{
+	int r = cache_request(c, s, ch, 0, 0, NULL, image, false, NULL, 0, cb, ud);
+
+	if (r == 1)
+		stat_add(&c->st->profile_fetches, 1);
+	return r;
+}
+
+void cache_note_profile_hit(struct cache *c, bool late)
+{
+	stat_add(late ? &c->st->profile_late : &c->st->profile_hits, 1);
 }
 
 int cache_stage(struct cache *c, struct store *s, const struct cache_chunk *ch, cache_cb cb,

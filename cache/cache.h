@@ -138,6 +138,16 @@ int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *c
  * counts in cache_unkept(). */
 int cache_stage(struct cache *c, struct store *s, const struct cache_chunk *ch, cache_cb cb,
                 void *ud);
+/* cache_prefetch() for a chunk an access profile says will be read soon:
+ * the same path (single flight, verified, decoded into the cache), counted
+ * as profile_fetches when it starts a fetch.  Returns 1 when it started a
+ * fetch from the store (cb runs when it ends), 0 when the chunk was cached
+ * or already loading (cb runs soon), or -errno (cb never runs).  The caller
+ * bounds how many it keeps in flight: these fetches queue like a reader's. */
+int cache_profile_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                           int image, cache_cb cb, void *ud);
+/* Count a read that found a profiled chunk fetched (late: still in flight). */
+void cache_note_profile_hit(struct cache *c, bool late);
 /* cache_prefetch() for a sequential reader: a chunk on disk that this daemon
  * has not verified yet (found by the scan at open) is read and hashed now, so
  * that the reads that follow find it verified instead of each waiting for its
@@ -237,6 +247,13 @@ struct cache_stats {
 	 * objects on disk, and staged chunks decoded for a reader */
 	uint64_t staged, staged_bytes;
 	uint64_t staged_used;
+	/* access profiles (appended likewise): fetches started by following a
+	 * profile's trace; reads that found a chunk the profile had fetched
+	 * (each chunk once per mount), or still in flight (the reader waited
+	 * for less than a whole fetch) */
+	uint64_t profile_fetches;
+	uint64_t profile_hits;
+	uint64_t profile_late;
 };
 
 /* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */

@@ -37,6 +37,7 @@ struct decoder {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct decode_job *q_head, *q_tail;   /* protected by lock: to decode */
+	struct decode_job *q_urgent;          /* protected by lock: the last urgent job queued */
 	struct decode_job *done_head;         /* protected by lock: decoded (any order) */
 	bool stop;                            /* protected by lock */
 };
@@ -59,6 +60,8 @@ static void *worker_main(void *arg)
 		d->q_head = j->next;
 		if (!d->q_head)
 			d->q_tail = NULL;
+		if (d->q_urgent == j)
+			d->q_urgent = NULL;
 		pthread_mutex_unlock(&d->lock);
 		j->res = chunk_decode(dctx, j->name, j->flags, j->size, j->in, j->inlen, j->out);
 		pthread_mutex_lock(&d->lock);
@@ -162,11 +165,22 @@ void decoder_submit(struct decoder *d, struct decode_job *j)
 	j->next = NULL;
 	d->out++;
 	pthread_mutex_lock(&d->lock);
-	if (d->q_tail)
-		d->q_tail->next = j;
-	else
-		d->q_head = j;
-	d->q_tail = j;
+	if (j->urgent) {
+		/* behind the urgent jobs already queued, ahead of the others */
+		struct decode_job **pp = d->q_urgent ? &d->q_urgent->next : &d->q_head;
+
+		j->next = *pp;
+		*pp = j;
+		if (!j->next)
+			d->q_tail = j;
+		d->q_urgent = j;
+	} else {
+		if (d->q_tail)
+			d->q_tail->next = j;
+		else
+			d->q_head = j;
+		d->q_tail = j;
+	}
 	pthread_cond_signal(&d->cond);
 	pthread_mutex_unlock(&d->lock);
 	arm(d);

@@ -94,6 +94,9 @@ static void print_table(const char *dir, const struct cache_stats *st)
 	printf("  %-18s %llu\n", "memory served", (unsigned long long)st->memory_served);
 	printf("  %-18s %llu (with a miss, the store being slow)\n", "fetched ahead",
 	       (unsigned long long)st->near_fetches);
+	printf("  %-18s %llu fetched following a profile; %llu reads found them, %llu in flight\n",
+	       "profile", (unsigned long long)st->profile_fetches,
+	       (unsigned long long)st->profile_hits, (unsigned long long)st->profile_late);
 	printf("  %-18s %llu opens served by passthrough; %llu objects made, %llu dropped\n",
 	       "whole files", (unsigned long long)st->passthrough_opens,
 	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures);
@@ -125,7 +128,8 @@ static void print_json(const struct cache_stats *st)
 	       "\"store_requests\":%llu,\"store_retries\":%llu,\"store_failovers\":%llu,"
 	       "\"store_failures\":%llu,\"near_fetches\":%llu,\"passthrough_opens\":%llu,"
 	       "\"files_made\":%llu,\"file_failures\":%llu,\"staged\":%llu,\"staged_bytes\":%llu,"
-	       "\"staged_used\":%llu,\"fetch_latency_us\":[",
+	       "\"staged_used\":%llu,\"profile_fetches\":%llu,\"profile_hits\":%llu,"
+	       "\"profile_late\":%llu,\"fetch_latency_us\":[",
 	       (unsigned long long)st->used, (unsigned long long)st->limit,
 	       (unsigned long long)st->inflight, (unsigned long long)st->hits,
 	       (unsigned long long)st->misses, (unsigned long long)st->fetched_bytes,
@@ -139,7 +143,8 @@ static void print_json(const struct cache_stats *st)
 	       (unsigned long long)st->near_fetches, (unsigned long long)st->passthrough_opens,
 	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures,
 	       (unsigned long long)st->staged, (unsigned long long)st->staged_bytes,
-	       (unsigned long long)st->staged_used);
+	       (unsigned long long)st->staged_used, (unsigned long long)st->profile_fetches,
+	       (unsigned long long)st->profile_hits, (unsigned long long)st->profile_late);
 	/* the last bucket holds everything slower: no upper bound */
 	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++) {
 		if (i == CACHE_LATENCY_BUCKETS - 1)
@@ -234,6 +239,12 @@ static void print_prometheus(const struct cache_stats *st)
 		F("passthrough_opens_total", "counter",
 		  "Opens the kernel serves from a whole-file object (FUSE passthrough).",
 		  passthrough_opens),
+		F("profile_fetches_total", "counter", "Fetches started by following a profile.",
+		  profile_fetches),
+		F("profile_hits_total", "counter", "Reads that found a chunk a profile fetched.",
+		  profile_hits),
+		F("profile_late_total", "counter",
+		  "Reads that found a chunk a profile fetched still in flight.", profile_late),
 		F("files_made_total", "counter", "Whole-file objects made from chunks.", files_made),
 		F("file_failures_total", "counter",
 		  "Whole-file objects that failed their check and were dropped.", file_failures),

@@ -113,6 +113,25 @@ struct fs_backing_map {
 #define FS_NEAR_CHUNKS 4
 #define FS_NEAR_MAX 64                  /* chunks fetched with one miss at most */
 
+/* What an access profile's prefetch of a chunk has come to (fs->pstate). */
+enum {
+	PF_NONE,        /* not asked for */
+	PF_QUEUED,      /* in fs->pq, not started */
+	PF_FLIGHT,      /* fetching for the profile */
+	PF_FETCHED,     /* fetched for the profile, not read yet */
+	PF_LATE,        /* a reader came while it was fetching (counted) */
+	PF_DONE,        /* nothing more to count */
+};
+
+/* One trace of the profile being followed. */
+struct fs_ptrace {
+	const uint32_t *v;              /* chunk indices, borrowed from the profile */
+	size_t n;
+	size_t queued_to;               /* positions below it were queued or skipped */
+	int64_t at;                     /* the furthest position a reader touched; -1 */
+	uint32_t score;                 /* distinct chunks of it read so far */
+};
+
 /* Per file being read: where the last read ended, to tell sequential from
  * random.  Kept per inode, not per open file: there is no OPEN (fs_open). */
 struct fs_stream {
@@ -164,6 +183,22 @@ struct fs {
 	unsigned timers;                /* FS_PT_DELAY timers pending (they hold f) */
 	unsigned opens_waiting;         /* OPENs waiting for an object's check */
 	struct fs_open_state *opens[FS_OPEN_BUCKETS];
+	bool closing;                   /* fs_free() has begun: start no prefetch */
+	/* chunks read so far (a bit each), with p.record or a profile */
+	uint8_t *seen;
+	uint32_t *rec;                  /* with p.record: first reads in order */
+	size_t nrec, rec_cap;
+	/* following a profile (NULL ptr: none): where each chunk sits in the
+	 * traces (ppos[ppos_off[k]..ppos_off[k+1]): trace, position pairs) */
+	struct fs_ptrace *ptr;
+	size_t nptr;
+	uint32_t *ppos_off;
+	uint32_t (*ppos)[2];
+	uint8_t *pstate;                /* PF_*, per chunk */
+	uint32_t *pq;                   /* chunks to fetch, oldest first; each once */
+	size_t pq_head, pq_tail;
+	uint64_t pq_bytes;              /* bytes of chunks queued or in flight */
+	unsigned pf_inflight;           /* profile prefetches whose callback is due */
 };
 
 /* One read in flight: the reply buffer and how many cache pieces are due. */
@@ -814,6 +849,244 @@ static void read_piece_done(void *ud, int res)
 		read_finish(rd);
 }
 
+/* ---- access profiles: recording and following ------------------------------ */
+
+struct fs_pf {
+	struct fs *f;
+	uint32_t chunk;
+	uint32_t size;
+};
+
+static uint32_t chunk_size(struct fs *f, uint32_t idx)
+{
+	struct image_chunk ic;
+
+	return image_chunk(f->p.image, idx, &ic) == 0 ? ic.size : 0;
+}
+
+/* Queue the chunks of trace t up to profile_window positions past the
+ * furthest one read, within the byte budget.  Cost: O(window). */
+static void profile_advance(struct fs *f, struct fs_ptrace *tr)
+{
+	size_t lim, q;
+
+	if (tr->at < 0)
+		return;
+	lim = MIN(tr->n, (size_t)tr->at + 1 + f->p.profile_window);
+	q = MAX(tr->queued_to, (size_t)tr->at + 1);
+	for (; q < lim; q++) {
+		uint32_t c = tr->v[q];
+
+		if (f->pstate[c] == PF_NONE && !(f->seen[c / 8] & (1u << (c % 8)))) {
+			uint32_t size = chunk_size(f, c);
+
+			if (f->pq_bytes && f->pq_bytes + size > f->p.profile_bytes)
+				break;
+			f->pstate[c] = PF_QUEUED;
+			f->pq[f->pq_tail++] = c;
+			f->pq_bytes += size;
+		}
+		tr->queued_to = q + 1;
+	}
+}
+
+static void profile_pump(struct fs *f);
+
+static void profile_done(void *ud, int res)
+{
+	struct fs_pf *pf = ud;
+	struct fs *f = pf->f;
+
+	f->pf_inflight--;
+	f->pq_bytes -= MIN(f->pq_bytes, pf->size);
+	if (f->pstate[pf->chunk] == PF_FLIGHT)
+		f->pstate[pf->chunk] = res == 0 ? PF_FETCHED : PF_DONE;
+	else if (f->pstate[pf->chunk] == PF_LATE)
+		f->pstate[pf->chunk] = PF_DONE;
+	free(pf);
+	/* room in the budget again: the windows may reach further */
+	for (size_t t = 0; t < f->nptr; t++)
+		profile_advance(f, &f->ptr[t]);
+	profile_pump(f);
+}
+
+/* Start queued prefetches, oldest first, while fewer than profile_inflight
+ * are in flight: the rest of the store's transfers stay free for readers. */
+static void profile_pump(struct fs *f)
+{
+	while (!f->closing && f->pf_inflight < f->p.profile_inflight && f->pq_head < f->pq_tail) {
+		uint32_t c = f->pq[f->pq_head++];
+		struct image_chunk ic;
+		struct cache_chunk cc;
+		struct fs_pf *pf;
+		int r;
+
+		if (f->pstate[c] != PF_QUEUED)
+			continue;
+		pf = malloc(sizeof(*pf));
+		r = pf ? image_chunk(f->p.image, c, &ic) : -ENOMEM;
+		if (r == 0) {
+			*pf = (struct fs_pf){ f, c, ic.size };
+			to_cache_chunk(&ic, &cc);
+			r = cache_profile_prefetch(f->p.cache, f->p.store, &cc, f->slot, profile_done,
+			                           pf);
+		}
+		if (r < 0) {
+			free(pf);
+			f->pstate[c] = PF_DONE;
+			f->pq_bytes -= MIN(f->pq_bytes, chunk_size(f, c));
+			continue;
+		}
+		f->pstate[c] = r == 1 ? PF_FLIGHT : PF_DONE;
+		f->pf_inflight++;
+	}
+}
+
+/* A read touches chunk c: record it, count a profile's prefetch that served
+ * it, and on its first touch move the windows of the traces that hold it
+ * (of those, the ones that matched the most reads so far: the workload
+ * being run, not others that share a library with it).  Prefetches start
+ * at the next profile_pump(), after the read's own fetches. */
+static void profile_touch(struct fs *f, uint32_t c)
+{
+	uint32_t best = 0;
+
+	if (!f->seen || c >= f->info.chunks)
+		return;
+	if (f->pstate) {
+		switch (f->pstate[c]) {
+		case PF_FETCHED:
+			cache_note_profile_hit(f->p.cache, false);
+			f->pstate[c] = PF_DONE;
+			break;
+		case PF_FLIGHT:
+			cache_note_profile_hit(f->p.cache, true);
+			f->pstate[c] = PF_LATE;
+			break;
+		case PF_QUEUED:
+			/* the reader fetches it itself now */
+			f->pstate[c] = PF_DONE;
+			f->pq_bytes -= MIN(f->pq_bytes, chunk_size(f, c));
+			break;
+		}
+	}
+	if (f->seen[c / 8] & (1u << (c % 8)))
+		return;
+	f->seen[c / 8] |= (uint8_t)(1u << (c % 8));
+	if (f->p.record) {
+		if (f->nrec == f->rec_cap) {
+			size_t cap = f->rec_cap ? f->rec_cap * 2 : 256;
+			uint32_t *v = realloc(f->rec, cap * sizeof(*v));
+
+			if (v) {
+				f->rec = v;
+				f->rec_cap = cap;
+			}
+		}
+		if (f->nrec < f->rec_cap)
+			f->rec[f->nrec++] = c;
+	}
+	if (!f->ptr)
+		return;
+	for (uint32_t i = f->ppos_off[c]; i < f->ppos_off[c + 1]; i++) {
+		struct fs_ptrace *tr = &f->ptr[f->ppos[i][0]];
+
+		tr->score++;
+		best = MAX(best, tr->score);
+	}
+	for (uint32_t i = f->ppos_off[c]; i < f->ppos_off[c + 1]; i++) {
+		struct fs_ptrace *tr = &f->ptr[f->ppos[i][0]];
+
+		if (tr->score < best)
+			continue;
+		tr->at = MAX(tr->at, (int64_t)f->ppos[i][1]);
+		profile_advance(f, tr);
+	}
+}
+
+const uint32_t *fs_trace(const struct fs *f, size_t *ret_n)
+{
+	*ret_n = f->nrec;
+	return f->rec;
+}
+
+/* Take up p.profile: one warning and none when it is not this image's. */
+static int profile_setup(struct fs *f)
+{
+	const struct image_profile *prof = f->p.profile;
+	uint8_t idx[HASH_SIZE];
+	const char *why = NULL;
+	uint64_t total = 0;
+	size_t nt;
+
+	if (!f->p.record && !prof)
+		return 0;
+	f->seen = calloc(f->info.chunks / 8 + 1, 1);
+	if (!f->seen)
+		return -ENOMEM;
+	if (!prof)
+		return 0;
+	if (hex_decode(f->index_hex, idx, HASH_SIZE) < 0 ||
+	    memcmp(idx, image_profile_index(prof), HASH_SIZE))
+		why = "it belongs to another index";
+	else
+		(void)image_profile_check(prof, f->info.chunks, &why);
+	nt = image_profile_traces(prof);
+	for (size_t t = 0; !why && t < nt; t++) {
+		size_t n;
+
+		(void)image_profile_trace(prof, t, &n);
+		total += n;
+	}
+	if (!why && total >= UINT32_MAX)
+		why = "too large";
+	if (why) {
+		log_msg(LOG_WARN, "mount '%s': ignoring the access profile: %s", f->mountpoint, why);
+		return 0;
+	}
+	if (!f->p.profile_window)
+		f->p.profile_window = FS_PROFILE_WINDOW;
+	if (!f->p.profile_bytes)
+		f->p.profile_bytes = FS_PROFILE_BYTES;
+	if (!f->p.profile_inflight)
+		f->p.profile_inflight = FS_PROFILE_INFLIGHT;
+	f->ptr = calloc(nt ? nt : 1, sizeof(*f->ptr));
+	f->ppos_off = calloc(f->info.chunks + 1, sizeof(*f->ppos_off));
+	f->ppos = malloc((total ? total : 1) * sizeof(*f->ppos));
+	f->pstate = calloc(f->info.chunks ? f->info.chunks : 1, 1);
+	f->pq = malloc((f->info.chunks ? f->info.chunks : 1) * sizeof(*f->pq));
+	if (!f->ptr || !f->ppos_off || !f->ppos || !f->pstate || !f->pq)
+		return -ENOMEM;
+	f->nptr = nt;
+	/* counting sort of the (trace, position) pairs by chunk */
+	for (size_t t = 0; t < nt; t++) {
+		size_t n;
+		const uint32_t *v = image_profile_trace(prof, t, &n);
+
+		f->ptr[t] = (struct fs_ptrace){ v, n, 0, -1, 0 };
+		for (size_t i = 0; i < n; i++)
+			f->ppos_off[v[i] + 1]++;
+	}
+	for (uint64_t k = 0; k < f->info.chunks; k++)
+		f->ppos_off[k + 1] += f->ppos_off[k];
+	{
+		_cleanup_free_ uint32_t *fill = calloc(f->info.chunks ? f->info.chunks : 1,
+		                                       sizeof(*fill));
+
+		if (!fill)
+			return -ENOMEM;
+		for (size_t t = 0; t < nt; t++)
+			for (size_t i = 0; i < f->ptr[t].n; i++) {
+				uint32_t k = f->ptr[t].v[i];
+				uint32_t at = f->ppos_off[k] + fill[k]++;
+
+				f->ppos[at][0] = (uint32_t)t;
+				f->ppos[at][1] = (uint32_t)i;
+			}
+	}
+	return 0;
+}
+
 static void prefetch_done(void *ud, int res)
 {
 	/* Read-ahead is a hint: a failure shows when the data is really read. */
@@ -933,6 +1206,7 @@ static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t
 			return r;
 		if ((uint64_t)ex.chunk_off + ex.len > ic.size)
 			return -EBADMSG;
+		profile_touch(f, ex.chunk);
 		to_cache_chunk(&ic, &cc);
 		r = cache_read_near(f->p.cache, f->p.store, &cc,
 		                    (uint32_t)(ex.chunk_off + (s - ex.file_off)), (uint32_t)(e - s),
@@ -1000,6 +1274,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	         uoff <= st->last_end + FS_SEQ_SLACK && r == 0 && f->p.readahead_chunks)
 		read_ahead(f, ino, st, uoff + size);
 	st->last_end = uoff + size;
+	if (f->pq)
+		profile_pump(f);
 	read_piece_done(rd, 0);
 }
 
@@ -1424,6 +1700,13 @@ int fs_mount(const struct fs_params *p, struct fs **ret)
 	}
 	f->p.mountpoint = f->mountpoint;
 	f->p.index_hex = f->index_hex;
+	if (p->record)
+		f->p.no_passthrough = true;
+	r = profile_setup(f);
+	if (r < 0) {
+		log_errno(r, "mount '%s': setting up the access profile", f->mountpoint);
+		goto fail;
+	}
 
 	snprintf(hexpfx, sizeof(hexpfx), "%.12s", p->index_hex);
 	if (asprintf(&opts, "ro,default_permissions,%s%s,%s,fsname=lazyroot:%s,subtype=lazyroot",
@@ -1514,6 +1797,7 @@ void fs_free(struct fs *f)
 {
 	if (!f)
 		return;
+	f->closing = true;
 	if (f->se && f->mounted && !f->finished) {
 		/* Detach, keeping the session fd: a mount still in use goes on
 		 * being served until its last user lets go.  libfuse's own
@@ -1530,7 +1814,7 @@ void fs_free(struct fs *f)
 	 * the unmount the poll reports the connection's end — at once, or, when
 	 * the detached mount is still in use and fusectl is not mounted, once
 	 * its last user lets go (requests are served until then). */
-	while (f->reads_inflight || f->polling || f->timers || f->opens_waiting)
+	while (f->reads_inflight || f->polling || f->timers || f->opens_waiting || f->pf_inflight)
 		if (loop_run_once(f->p.loop, true) < 0)
 			break;
 	if (f->slot >= 0)
@@ -1547,6 +1831,13 @@ void fs_free(struct fs *f)
 			free(os);
 		}
 	free(f->rbuf.mem);
+	free(f->seen);
+	free(f->rec);
+	free(f->ptr);
+	free(f->ppos_off);
+	free(f->ppos);
+	free(f->pstate);
+	free(f->pq);
 	free(f->parent);
 	free(f->index_hex);
 	free(f->mountpoint);

@@ -20,6 +20,7 @@ struct loop;
 struct cache;
 struct store;
 struct image;
+struct image_profile;
 struct fs;
 
 struct fs_params {
@@ -37,7 +38,27 @@ struct fs_params {
 	 * trip for every open of every file (see fs_open in fs.c). */
 	bool no_passthrough;
 	bool debug;                  /* FUSE debug output on stderr */
+	/* Note the image's chunks in the order they are first read through this
+	 * mount (fs_trace), hits and misses alike.  Implies no_passthrough: a
+	 * file the kernel reads itself would go unseen. */
+	bool record;
+	/* An access profile of this image (borrowed; must outlive the fs), or
+	 * NULL.  When a read touches a chunk at position p of a trace, positions
+	 * p+1..p+profile_window of that trace are fetched into the cache, at most
+	 * profile_bytes of them queued or in flight and profile_inflight fetches
+	 * at once (0: defaults), so that a reader's own misses find the store's
+	 * transfers free.  Nothing is fetched before the first read.  A profile
+	 * of another index, or one naming chunks the image lacks, is ignored
+	 * with one warning. */
+	const struct image_profile *profile;
+	unsigned profile_window;
+	uint64_t profile_bytes;
+	unsigned profile_inflight;
 };
+
+#define FS_PROFILE_WINDOW 64
+#define FS_PROFILE_BYTES (16ULL << 20)
+#define FS_PROFILE_INFLIGHT 8
 
 /* Mount the image at p->mountpoint and start serving on p->loop.  Returns once
  * the kernel mount exists; requests are answered as the loop runs. */
@@ -48,6 +69,9 @@ bool fs_finished(const struct fs *f);
  * canonical path), read from /proc/self/mountinfo so that the filesystem
  * itself is not asked: -ENOENT when no lazyroot mount is there. */
 int fs_find_mount(const char *mountpoint, dev_t *ret_dev);
+/* With p->record: the chunk indices first read so far, in order (borrowed:
+ * valid until the next request is served or the fs is freed). */
+const uint32_t *fs_trace(const struct fs *f, size_t *ret_n);
 /* Unmount if still mounted and free.  Runs the loop until the fs's reads in
  * flight are answered and its session has ended. */
 void fs_free(struct fs *f);

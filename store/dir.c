@@ -4,6 +4,8 @@
  *   ROOT/chunks/ab/abcdef…   chunks, fanned out by the first two hex digits
  *   ROOT/indexes/<hex>       indexes
  *   ROOT/tags/<name>:<tag>   tags (names may hold '/': subdirectories)
+ *   ROOT/profiles/<hex>      access profiles, named by their index; replaced by a
+ *                            rename when pushed again
  *
  * A reader sees a whole object or none: objects are linked or renamed into
  * place once written (see dir_put_now), and several builders may put the same

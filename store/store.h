@@ -9,7 +9,8 @@
  *   URL,URL,…              mirrors: see "Mirrors" below
  *
  * Keys are '/'-separated names: "chunks/<32 hex>", "indexes/<32 hex>",
- * "tags/<name>:<tag>".  A backend maps them to its own layout (the dir
+ * "tags/<name>:<tag>", "profiles/<32 hex>" (the access profile of that index,
+ * image/FORMAT.md; replaced when pushed again).  A backend maps them to its own layout (the dir
  * backend fans chunks out as chunks/ab/<hex>).  Writes are atomic and
  * idempotent: a reader sees a whole object or none.
  *
@@ -18,6 +19,7 @@
  * (dav_methods PUT; create_full_put_path on) over a directory makes one that
  * a build can push to:
  *   BASE/chunks/ab/<hex>  BASE/indexes/<hex>  BASE/tags/<name>:<tag>
+ *   BASE/profiles/<hex>
  * get is a GET (with Range when a part is asked for), head a HEAD (size from
  * Content-Length), put a PUT; list reads directory listings in nginx's
  * `autoindex on; autoindex_format json;` form (only tags are ever listed).

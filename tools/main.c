@@ -10,6 +10,7 @@ static const struct tools_command commands[] = {
 	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
 	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },
+	{ "profile", cmd_profile, "record, combine, store and show access profiles" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
 };
 

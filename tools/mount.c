@@ -73,6 +73,13 @@ static void mount_usage(FILE *f)
 	        "                     passthrough from a wholly cached copy of a large file\n"
 	        "                     (default: passthrough when root and the kernel has it,\n"
 	        "                     unless $LAZYROOT_PASSTHROUGH is off)\n"
+	        "  --record-profile FILE  note the image's chunks in the order they are first\n"
+	        "                     read through this mount, and write them to FILE as an\n"
+	        "                     access profile of one trace when the mount ends (implies\n"
+	        "                     --no-passthrough); see `lazyroot profile`\n"
+	        "  --no-profile       do not follow the image's access profile from the store\n"
+	        "                     (default: when the store has one, the chunks a trace reads\n"
+	        "                     next are fetched ahead of the reader)\n"
 	        "  -f, --foreground   stay in the foreground\n"
 	        "  --debug            FUSE debug output on stderr (implies -f)\n"
 	        "  -h, --help         this text\n",
@@ -82,6 +89,8 @@ static void mount_usage(FILE *f)
 
 struct mount_opts {
 	const char *ref, *mountpoint, *store_url, *cache_dir;
+	const char *record_path;    /* --record-profile, absolute */
+	bool no_profile;
 	uint64_t cache_size;
 	uint64_t cache_memory;
 	uint64_t fetch_timeout_ms;
@@ -177,6 +186,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	struct store *s = NULL;
 	struct cache *c = NULL;
 	struct fs *f = NULL;
+	struct image_profile *prof = NULL;
 	char hex[HASH_HEX_SIZE], pidfile[PATH_MAX] = "", *mnt = NULL;
 	sigset_t mask;
 	dev_t dev;
@@ -228,6 +238,8 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	r = load_index(s, o->cache_dir, hex, &im);
 	if (r < 0)
 		goto out;
+	if (!o->no_profile)
+		(void)tools_profile_fetch(s, hex, &prof);
 	{
 		struct fs_params fp = {
 			.mountpoint = mnt,
@@ -242,6 +254,8 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			.readahead_chunks = o->readahead,
 			.no_passthrough = o->no_passthrough,
 			.debug = o->debug,
+			.record = o->record_path != NULL,
+			.profile = prof,
 		};
 
 		r = fs_mount(&fp, &f);
@@ -273,6 +287,12 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			(void)arm_signals(l, &d);
 	}
 	r = 0;
+	if (o->record_path) {
+		size_t n;
+		const uint32_t *v = fs_trace(f, &n);
+
+		r = tools_profile_write_trace(o->record_path, hex, v, n);
+	}
 out:
 	fs_free(f);  /* unmounts if a signal ended us */
 	if (*pidfile)
@@ -295,6 +315,7 @@ out:
 	store_free(s);
 	loop_free(l);
 	index_map_free(&im);
+	image_profile_free(prof);
 	free(mnt);
 	return r < 0 ? 1 : 0;
 }
@@ -425,7 +446,7 @@ int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
 	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_DEBUG,
-	       O_FETCH_TIMEOUT };
+	       O_FETCH_TIMEOUT, O_RECORD, O_NOPROFILE };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -440,6 +461,8 @@ int cmd_mount(int argc, char **argv)
 		{ "no-passthrough", no_argument, NULL, O_NOPASSTHROUGH },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, O_DEBUG },
+		{ "record-profile", required_argument, NULL, O_RECORD },
+		{ "no-profile", no_argument, NULL, O_NOPROFILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -454,6 +477,7 @@ int cmd_mount(int argc, char **argv)
 		                  !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"),
 	};
 	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
+	_cleanup_free_ char *record_abs = NULL;
 	struct stat st;
 	uint64_t v;
 	int c;
@@ -497,6 +521,8 @@ int cmd_mount(int argc, char **argv)
 		case O_DEV: o.dev = true; break;
 		case O_NOALLOW: o.allow_other = false; break;
 		case O_NOPASSTHROUGH: o.no_passthrough = true; break;
+		case O_RECORD: o.record_path = optarg; break;
+		case O_NOPROFILE: o.no_profile = true; break;
 		case 'f': o.foreground = true; break;
 		case O_DEBUG: o.debug = o.foreground = true; break;
 		case 'h': mount_usage(stdout); return 0;
@@ -529,6 +555,23 @@ int cmd_mount(int argc, char **argv)
 	o.mountpoint = mnt_abs;
 	o.cache_dir = cache_abs;
 	o.store_url = store_abs;
+	if (o.record_path) {
+		_cleanup_free_ char *dir = NULL;
+
+		record_abs = absolute(o.record_path);
+		dir = record_abs ? strdup(record_abs) : NULL;
+		if (!dir) {
+			log_errno(-ENOMEM, "--record-profile '%s'", o.record_path);
+			return 1;
+		}
+		/* fail now, not when the mount ends and the trace is lost */
+		if (access(dirname(dir), W_OK) < 0) {
+			log_errno(-errno, "--record-profile '%s': its directory is not writable",
+			          o.record_path);
+			return 1;
+		}
+		o.record_path = record_abs;
+	}
 	if (o.foreground)
 		return serve(&o, -1);
 	return run_background(&o);

@@ -3,6 +3,7 @@
 #define LAZYROOT_TOOLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 int cmd_build(int argc, char **argv);
@@ -13,6 +14,7 @@ int cmd_cache(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {
@@ -43,6 +45,21 @@ int cmd_cache_prefetch(int argc, char **argv);
  * workers and the mount daemon see it too).  Logs and returns -EINVAL for a
  * URL that is not http[s]://. */
 int tools_s3_endpoint(const char *url);
+
+/* ---- access profiles (profile.c) ------------------------------------------ */
+
+struct image_profile;
+struct store;
+/* The store key of the profile of the index named hex: "profiles/<hex>". */
+void tools_profile_key(const char *hex, char out[64]);
+/* The profile of index hex from store s: 0 with *ret set, or 0 with *ret
+ * NULL when the store has none (silently) or it is unusable (one warning
+ * line: corrupt, for another index, unreadable). */
+int tools_profile_fetch(struct store *s, const char *hex, struct image_profile **ret);
+/* Write a profile of one trace (chunks[0..n)) of index hex to path,
+ * atomically.  Logs its errors. */
+int tools_profile_write_trace(const char *path, const char *hex, const uint32_t *chunks,
+                              size_t n);
 
 /* A mapped index file and the reader over it. */
 struct image;

@@ -1,0 +1,158 @@
+#!/bin/bash
+# Access profiles through real mounts, on a dir: store and on nginx (127.0.0.1, started here):
+#  1. a mount with --record-profile, warm or cold, writes the chunks in first-read order
+#     when it is unmounted; `profile show` counts them; `profile merge` keeps both traces;
+#  2. pushed beside the image, the profile is followed by a mount with an empty cache: after
+#     the first file the reader opens, the chunks its trace reads next are fetched
+#     (profile_fetches) and the files after it are served without a fetch of their own
+#     (profile_hits), every byte right, nothing fetched outside the trace;
+#  3. --no-profile: nothing fetched ahead;
+#  4. a profile of another index and a corrupt one in the store: one warning line each on
+#     the mount's stderr, nothing fetched ahead, every byte right;
+#  5. bad input: push of a profile for another image, merge of a non-profile: one line,
+#     non-zero exit, nothing written;
+#  6. the same over http: (nginx), pushed through the store's PUT.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/nginx.sh"
+need_root
+need_cmd python3 fusermount3 nginx cmp
+[ -c /dev/fuse ] || { log "no /dev/fuse; skipping"; exit 77; }
+workdir
+mnt=$WORK/mnt
+mkdir -p "$mnt"
+store=dir:$WORK/store
+
+# 40 files of 384 KiB, each its own chunks; read in an order unlike the build's
+python3 - "$WORK/src" "$WORK/other" <<'PY'
+import os, random, sys
+r = random.Random(11)
+for root, n in ((sys.argv[1], 40), (sys.argv[2], 4)):
+    os.makedirs(os.path.join(root, "lib"))
+    for i in range(n):
+        open(os.path.join(root, "lib", "f%02d.so" % i), "wb").write(r.randbytes(384 << 10))
+PY
+order="f31 f07 f22 f13 f38 f02 f19 f26 f11 f35 f04 f29 f17 f09 f33 f24"
+check "$LAZYROOT" build "$WORK/src" --store "$store" --tag prof:1 --no-progress
+check "$LAZYROOT" build "$WORK/other" --store "$store" --tag other:1 --no-progress
+hex=$("$LAZYROOT" image inspect prof:1 --store "$store" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["index"])')
+check test ${#hex} = 32
+
+unmount_it() {
+	mountpoint -q "$mnt" || return 0
+	"$LAZYROOT" umount --cache "$1" "$mnt" 2>/dev/null || umount -l "$mnt"
+}
+cleanup_add unmount_it "$WORK/cache"
+stat_of() {  # KEY... of cache $CACHE's stats, once nothing is in flight
+	local i
+	for i in $(seq 500); do
+		out=$("$LAZYROOT" cache stats --cache "$CACHE" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+if d["inflight"]:
+    sys.exit(1)
+print(*(d[k] if k != "fetches" else sum(b["count"] for b in d["fetch_latency_us"])
+        for k in sys.argv[1:]))' "$@") && { echo "$out"; return; }
+		_pause 0.02
+	done
+	echo "fetches still in flight after 10 s" >&2
+}
+read_order() {  # cmp the files of $order through the mount; prints the bad ones
+	local f
+	for f in $order; do cmp -s "$WORK/src/lib/$f.so" "$mnt/lib/$f.so" || echo "$f"; done
+}
+
+# --- 1. recording: cold, then warm (the node cache already holds every chunk)
+CACHE=$WORK/cache
+check "$LAZYROOT" mount prof:1 "$mnt" --store "$store" --cache "$CACHE" --record-profile "$WORK/p1"
+check test -z "$(read_order)"
+check "$LAZYROOT" umount --cache "$CACHE" "$mnt"
+check test -s "$WORK/p1"
+# a relative FILE is the caller's, not the daemon's (which runs from /)
+check env -C "$WORK" "$LAZYROOT" mount prof:1 "$mnt" --store "$store" --cache "$CACHE" \
+	--record-profile p2
+check test -z "$(read_order)"
+check "$LAZYROOT" umount --cache "$CACHE" "$mnt"
+check test -s "$WORK/p2"
+check cmp "$WORK/p1" "$WORK/p2"
+show=$("$LAZYROOT" profile show "$WORK/p1" --store "$store" --json)
+log "recorded: $show"
+chunks=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["traces"][0]["chunks"])' "$show")
+bytes=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["traces"][0]["bytes"])' "$show")
+check test "$chunks" -ge 16
+check test "$bytes" -ge $((16 * 384 << 10))
+check test "$bytes" -lt $((24 * 384 << 10))
+check "$LAZYROOT" profile merge "$WORK/p12" "$WORK/p1" "$WORK/p2"
+check test "$("$LAZYROOT" profile show "$WORK/p12" --json |
+	python3 -c 'import json,sys; print(len(json.load(sys.stdin)["traces"]))')" = 2
+
+# --- 5. bad input
+check_status 1 "$LAZYROOT" profile push other:1 "$WORK/p1" --store "$store"
+check test ! -e "$WORK/store/profiles"
+echo "not a profile" >"$WORK/junk"
+check_status 1 "$LAZYROOT" profile merge "$WORK/out" "$WORK/p1" "$WORK/junk"
+check test ! -e "$WORK/out"
+err=$("$LAZYROOT" profile show "$WORK/junk" 2>&1 >/dev/null || true)
+check test "$(printf '%s\n' "$err" | wc -l)" = 1
+log "bad profile: $err"
+
+# --- 2. followed by a mount with an empty cache
+check "$LAZYROOT" profile push prof:1 "$WORK/p1" --store "$store"
+check test -s "$WORK/store/profiles/$hex"
+# one cold mount, the first file of $order read alone, then the rest; sets FIRST (fetches
+# after the first file) and the counters after all
+follow() {  # URL EXTRA-MOUNT-OPTIONS...
+	local url=$1 first rest
+	shift
+	CACHE=$WORK/cache-$RANDOM
+	cleanup_add unmount_it "$CACHE"
+	check sh -c '"$@" 2>"$0"' "$WORK/mount.err" \
+		"$LAZYROOT" mount prof:1 "$mnt" --store "$url" --cache "$CACHE" "$@"
+	first=${order%% *}
+	rest=${order#* }
+	check cmp "$WORK/src/lib/$first.so" "$mnt/lib/$first.so"
+	read -r PF0 F0 <<<"$(stat_of profile_fetches fetches)"
+	check test -z "$(order=$rest read_order)"
+	read -r PF PH MISS F RAW <<<"$(stat_of profile_fetches profile_hits misses fetches fetched_raw_bytes)"
+	check "$LAZYROOT" umount --cache "$CACHE" "$mnt"
+	log "$url $*: after the first file $F0 fetches ($PF0 for the profile); in all $F fetches ($PF for the profile, $PH reads found them), $MISS misses, $RAW bytes"
+}
+follow "$store"
+check test "$PF0" -gt 0
+check test "$PH" -gt 0
+# the files after the first: no reader fetched a chunk of them itself
+check test "$F" = "$F0"
+check test "$RAW" -le "$bytes"
+check test ! -s "$WORK/mount.err"
+
+# --- 3. --no-profile
+follow "$store" --no-profile
+check test "$PF" = 0
+check test "$F" -gt "$F0"
+
+# --- 4. a profile of another index, then a corrupt one
+check "$LAZYROOT" mount other:1 "$mnt" --store "$store" --cache "$WORK/cache-o" --record-profile "$WORK/po"
+check cat "$mnt/lib/f01.so" >/dev/null
+check "$LAZYROOT" umount --cache "$WORK/cache-o" "$mnt"
+cp "$WORK/po" "$WORK/store/profiles/$hex"
+follow "$store"
+check test "$PF" = 0
+check test "$(grep -c profile "$WORK/mount.err")" = 1
+log "other index: $(cat "$WORK/mount.err")"
+head -c 100 /dev/urandom >"$WORK/store/profiles/$hex"
+follow "$store"
+check test "$PF" = 0
+check test "$(grep -c profile "$WORK/mount.err")" = 1
+log "corrupt: $(cat "$WORK/mount.err")"
+
+# --- 6. http: push through nginx's PUT, follow over HTTP
+nginx_start "$WORK/data"
+check "$LAZYROOT" build "$WORK/src" --store "$NGINX_URL" --tag prof:1 --no-progress
+check "$LAZYROOT" profile push prof:1 "$WORK/p1" --store "$NGINX_URL"
+check test "$("$LAZYROOT" profile show prof:1 --store "$NGINX_URL" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["traces"][0]["chunks"])')" = "$chunks"
+follow "$NGINX_URL"
+check test "$PF0" -gt 0
+check test "$PH" -gt 0
+check test "$F" = "$F0"
+check test ! -s "$WORK/mount.err"

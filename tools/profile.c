@@ -1,0 +1,336 @@
+/*
+ * profile.c — `lazyroot profile merge|push|show`: access profiles, the
+ * chunks workloads read in the order they first read them (recorded by
+ * `lazyroot mount --record-profile FILE`, one trace per mount), combined,
+ * stored beside the image as profiles/<index hex> (so that a tag pushed
+ * again never meets a profile of its old index) and shown.  Mounts follow
+ * the profile of their index when the store has one (fs/fs.c).
+ */
+#include <getopt.h>
+#include <sys/stat.h>
+
+#include "image/image.h"
+#include "lib/lib.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+#define PROFILE_FILE_MAX (256ULL << 20)
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot profile merge OUT IN…\n"
+	        "       lazyroot profile push REF FILE [--store URL] [--s3-endpoint URL]\n"
+	        "       lazyroot profile show REF|FILE [--store URL] [--s3-endpoint URL] [--json]\n"
+	        "\n"
+	        "Access profiles: the chunks of an image that workloads read, in the order\n"
+	        "they first read them, one trace per `lazyroot mount --record-profile FILE`.\n"
+	        "A mount whose store holds a profile of its image fetches, as a reader\n"
+	        "moves along a trace, the chunks the trace reads next.\n"
+	        "\n"
+	        "  merge         write the traces of every IN (profiles of one index) to OUT\n"
+	        "  push          store FILE as the profile of REF's index (replacing one there)\n"
+	        "  show          traces, their chunks and bytes, of a profile file or of the\n"
+	        "                profile stored for REF\n"
+	        "  --store URL   chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --json        machine-readable output\n",
+	        STORE_DEFAULT_URL);
+}
+
+void tools_profile_key(const char *hex, char out[64])
+{
+	snprintf(out, 64, "profiles/%s", hex);
+}
+
+/* Read and parse a profile file; logs one line naming path on failure. */
+static int profile_load(const char *path, struct image_profile **ret)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	const char *why = NULL;
+	int r = read_file(path, PROFILE_FILE_MAX, &b);
+
+	if (r < 0)
+		return log_errno(r, "profile '%s'", path);
+	r = image_profile_parse(b.data, b.len, ret, &why);
+	if (r < 0)
+		return log_error(r, "profile '%s': %s", path, why ? why : "unreadable");
+	return 0;
+}
+
+static int profile_save(const char *path, const struct image_profile *p)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	int r = image_profile_encode(p, &b);
+
+	if (r == 0)
+		r = write_file_atomic(path, b.data, b.len, 0644);
+	if (r < 0)
+		return log_errno(r, "profile '%s': writing it", path);
+	return 0;
+}
+
+int tools_profile_fetch(struct store *s, const char *hex, struct image_profile **ret)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct image_profile *p = NULL;
+	const char *why = NULL;
+	uint8_t idx[HASH_SIZE];
+	char key[64];
+	int r;
+
+	*ret = NULL;
+	tools_profile_key(hex, key);
+	r = store_get_sync(s, key, &b);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0) {
+		log_msg(LOG_WARN, "profile of index %s: cannot read it from '%s' (%s); not used", hex,
+		        store_url(s), strerror(-r));
+		return 0;
+	}
+	r = image_profile_parse(b.data, b.len, &p, &why);
+	if (r < 0) {
+		log_msg(LOG_WARN, "profile of index %s: %s; not used", hex, why ? why : "unreadable");
+		return 0;
+	}
+	if (hex_decode(hex, idx, HASH_SIZE) < 0 || memcmp(idx, image_profile_index(p), HASH_SIZE)) {
+		log_msg(LOG_WARN, "profile of index %s: it was recorded for another index; not used",
+		        hex);
+		image_profile_free(p);
+		return 0;
+	}
+	*ret = p;
+	return 0;
+}
+
+int tools_profile_write_trace(const char *path, const char *hex, const uint32_t *chunks,
+                              size_t n)
+{
+	struct image_profile *p = NULL;
+	uint8_t idx[HASH_SIZE];
+	int r = hex_decode(hex, idx, HASH_SIZE) < 0 ? -EINVAL : 0;
+
+	if (r == 0)
+		r = image_profile_new(idx, &p);
+	if (r == 0)
+		r = image_profile_add_trace(p, chunks, n);
+	if (r == 0)
+		r = profile_save(path, p);
+	else
+		log_errno(r, "profile '%s'", path);
+	image_profile_free(p);
+	return r;
+}
+
+static int profile_merge(int n, char **in, const char *out)
+{
+	struct image_profile *all = NULL;
+	int r = 0;
+
+	for (int i = 0; r == 0 && i < n; i++) {
+		struct image_profile *p = NULL;
+
+		r = profile_load(in[i], &p);
+		if (r < 0)
+			break;
+		if (!all) {
+			all = p;
+			continue;
+		}
+		r = image_profile_merge(all, p);
+		if (r == -EXDEV)
+			log_error(r, "profile '%s': recorded for another index than '%s'", in[i], in[0]);
+		else if (r < 0)
+			log_errno(r, "profile '%s': merging it", in[i]);
+		image_profile_free(p);
+	}
+	if (r == 0)
+		r = profile_save(out, all);
+	image_profile_free(all);
+	return r;
+}
+
+/* The index named hex from s, opened (for chunk sizes); logs its errors. */
+static int index_get(struct store *s, const char *hex, struct buf *b, struct image **ret)
+{
+	int r = store_get_index(s, hex, b);
+
+	if (r < 0)
+		return r;
+	r = image_open_mem(b->data, b->len, ret);
+	if (r < 0)
+		return log_error(r, "index %s: the index is corrupt", hex);
+	return 0;
+}
+
+static int profile_push(struct store *s, const char *ref, const char *path)
+{
+	_cleanup_(buf_freep) struct buf ib = BUF_INIT, pb = BUF_INIT;
+	struct image_profile *p = NULL;
+	struct image *img = NULL;
+	struct image_info info;
+	char hex[HASH_HEX_SIZE], phex[HASH_HEX_SIZE], key[64];
+	const char *why = NULL;
+	int r;
+
+	r = profile_load(path, &p);
+	if (r < 0)
+		return r;
+	r = store_resolve(s, ref, hex);
+	if (r < 0)
+		goto out;
+	hex_encode(image_profile_index(p), HASH_SIZE, phex);
+	if (strcmp(hex, phex)) {
+		r = log_error(-EXDEV, "profile '%s': recorded for index %s, not %s ('%s')", path, phex,
+		              hex, ref);
+		goto out;
+	}
+	r = index_get(s, hex, &ib, &img);
+	if (r < 0)
+		goto out;
+	image_get_info(img, &info);
+	r = image_profile_check(p, info.chunks, &why);
+	if (r < 0) {
+		log_error(r, "profile '%s': %s", path, why);
+		goto out;
+	}
+	r = image_profile_encode(p, &pb);
+	tools_profile_key(hex, key);
+	if (r == 0)
+		r = store_put_sync(s, key, pb.data, pb.len);
+	if (r < 0)
+		log_errno(r, "profile '%s': storing it as %s in '%s'", path, key, store_url(s));
+out:
+	image_free(img);
+	image_profile_free(p);
+	return r;
+}
+
+static int profile_show(struct store *s, const char *arg, bool json)
+{
+	_cleanup_(buf_freep) struct buf ib = BUF_INIT;
+	struct image_profile *p = NULL;
+	struct image *img = NULL;
+	char hex[HASH_HEX_SIZE];
+	struct stat st;
+	int r;
+
+	if (stat(arg, &st) == 0) {
+		r = profile_load(arg, &p);
+		if (r < 0)
+			return r;
+		hex_encode(image_profile_index(p), HASH_SIZE, hex);
+	} else {
+		r = store_resolve(s, arg, hex);
+		if (r < 0)
+			return r;
+		r = tools_profile_fetch(s, hex, &p);
+		if (r == 0 && !p)
+			r = log_error(-ENOENT, "image '%s': no profile of index %s in '%s'", arg, hex,
+			              store_url(s));
+		if (r < 0)
+			return r;
+	}
+	/* bytes need the index: without it (not in this store), chunks only */
+	{
+		char key[64];
+
+		snprintf(key, sizeof(key), "indexes/%s", hex);
+		if (store_get_sync(s, key, &ib) == 0 && image_open_mem(ib.data, ib.len, &img) == 0) {
+			struct image_info info;
+
+			image_get_info(img, &info);
+			if (image_profile_check(p, info.chunks, NULL) < 0) {
+				image_free(img);
+				img = NULL;
+			}
+		}
+	}
+	if (json)
+		printf("{\"index\":\"%s\",\"traces\":[", hex);
+	else
+		printf("profile of index %s: %zu traces\n%6s %8s %12s\n", hex,
+		       image_profile_traces(p), "trace", "chunks", "bytes");
+	for (size_t t = 0; t < image_profile_traces(p); t++) {
+		size_t n;
+		const uint32_t *v = image_profile_trace(p, t, &n);
+		uint64_t bytes = 0;
+		char a[32];
+
+		for (size_t i = 0; img && i < n; i++) {
+			struct image_chunk ic;
+
+			if (image_chunk(img, v[i], &ic) == 0)
+				bytes += ic.size;
+		}
+		if (json) {
+			printf("%s{\"chunks\":%zu,\"bytes\":", t ? "," : "", n);
+			if (img)
+				printf("%llu}", (unsigned long long)bytes);
+			else
+				printf("null}");
+		} else {
+			printf("%6zu %8zu %12s\n", t, n, img ? format_size(bytes, a, sizeof(a)) : "-");
+		}
+	}
+	if (json)
+		printf("]}\n");
+	image_free(img);
+	image_profile_free(p);
+	return 0;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "store", required_argument, NULL, 's' },
+		{ "s3-endpoint", required_argument, NULL, 'e' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *store_opt = NULL, *verb;
+	struct store *s = NULL;
+	bool json = false;
+	int c, r, nargs;
+
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	verb = argv[1];
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': store_opt = optarg; break;
+		case 'e':
+			if (tools_s3_endpoint(optarg) < 0)
+				return 2;
+			break;
+		case 'j': json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	argv += 1 + optind;
+	nargs = argc - 1 - optind;
+	if (!strcmp(verb, "merge") ? nargs < 2 :
+	    !strcmp(verb, "push") ? nargs != 2 :
+	    !strcmp(verb, "show") ? nargs != 1 : 1) {
+		if (strcmp(verb, "merge") && strcmp(verb, "push") && strcmp(verb, "show"))
+			log_error(-EINVAL, "profile: unknown command '%s'", verb);
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(verb, "merge"))
+		return profile_merge(nargs - 1, argv + 1, argv[0]) < 0 ? 1 : 0;
+	r = store_open(tools_store_url(store_opt), &s);
+	if (r < 0)
+		return 1;
+	if (!strcmp(verb, "push"))
+		r = profile_push(s, argv[0], argv[1]);
+	else
+		r = profile_show(s, argv[0], json);
+	store_free(s);
+	return r < 0 ? 1 : 0;
+}

@@ -192,6 +192,7 @@ struct fs {
 	 * traces (ppos[ppos_off[k]..ppos_off[k+1]): trace, position pairs) */
 	struct fs_ptrace *ptr;
 	size_t nptr;
+	uint32_t pbest, pnbest;         /* the best score, and how many traces have it */
 	uint32_t *ppos_off;
 	uint32_t (*ppos)[2];
 	uint8_t *pstate;                /* PF_*, per chunk */
@@ -864,20 +865,44 @@ static uint32_t chunk_size(struct fs *f, uint32_t idx)
 	return image_chunk(f->p.image, idx, &ic) == 0 ? ic.size : 0;
 }
 
-/* Queue the chunks of trace t up to profile_window positions past the
- * furthest one read, within the byte budget.  Cost: O(window). */
+/* True when chunk c is in every leading trace (those at the best score). */
+static bool in_all_leaders(const struct fs *f, uint32_t c)
+{
+	uint32_t n = 0, last = UINT32_MAX;
+
+	/* positions are grouped by trace, in trace order (profile_setup) */
+	for (uint32_t i = f->ppos_off[c]; i < f->ppos_off[c + 1]; i++) {
+		uint32_t t = f->ppos[i][0];
+
+		if (t != last && f->ptr[t].score == f->pbest)
+			n++;
+		last = t;
+	}
+	return n >= f->pnbest;
+}
+
+/*
+ * Queue the chunks of leading trace tr up to profile_window positions past
+ * the furthest one read, within the byte budget.  While several traces lead
+ * (the reads so far fit each as well: /bin/sh and libc open every workload),
+ * only the chunks that all of them read are queued, and the trace's mark
+ * stays put so that the rest is queued once one trace leads alone.
+ * Cost: O(window), times the chunk's traces while several lead.
+ */
 static void profile_advance(struct fs *f, struct fs_ptrace *tr)
 {
+	bool shared = f->pnbest > 1;
 	size_t lim, q;
 
-	if (tr->at < 0)
+	if (tr->at < 0 || tr->score != f->pbest)
 		return;
 	lim = MIN(tr->n, (size_t)tr->at + 1 + f->p.profile_window);
 	q = MAX(tr->queued_to, (size_t)tr->at + 1);
 	for (; q < lim; q++) {
 		uint32_t c = tr->v[q];
 
-		if (f->pstate[c] == PF_NONE && !(f->seen[c / 8] & (1u << (c % 8)))) {
+		if (f->pstate[c] == PF_NONE && !(f->seen[c / 8] & (1u << (c % 8))) &&
+		    (!shared || in_all_leaders(f, c))) {
 			uint32_t size = chunk_size(f, c);
 
 			if (f->pq_bytes && f->pq_bytes + size > f->p.profile_bytes)
@@ -886,7 +911,8 @@ static void profile_advance(struct fs *f, struct fs_ptrace *tr)
 			f->pq[f->pq_tail++] = c;
 			f->pq_bytes += size;
 		}
-		tr->queued_to = q + 1;
+		if (!shared)
+			tr->queued_to = q + 1;
 	}
 }
 
@@ -943,14 +969,13 @@ static void profile_pump(struct fs *f)
 }
 
 /* A read touches chunk c: record it, count a profile's prefetch that served
- * it, and on its first touch move the windows of the traces that hold it
- * (of those, the ones that matched the most reads so far: the workload
- * being run, not others that share a library with it).  Prefetches start
- * at the next profile_pump(), after the read's own fetches. */
+ * it, and on its first touch score the traces that hold it and move the
+ * windows of those that lead (the traces that matched the most reads so far:
+ * the workload being run, not others that share a library with it).
+ * Prefetches start at the next profile_pump(), after the read's own fetches.
+ * Cost: O(traces holding c × window). */
 static void profile_touch(struct fs *f, uint32_t c)
 {
-	uint32_t best = 0;
-
 	if (!f->seen || c >= f->info.chunks)
 		return;
 	if (f->pstate) {
@@ -991,17 +1016,19 @@ static void profile_touch(struct fs *f, uint32_t c)
 	for (uint32_t i = f->ppos_off[c]; i < f->ppos_off[c + 1]; i++) {
 		struct fs_ptrace *tr = &f->ptr[f->ppos[i][0]];
 
-		tr->score++;
-		best = MAX(best, tr->score);
-	}
-	for (uint32_t i = f->ppos_off[c]; i < f->ppos_off[c + 1]; i++) {
-		struct fs_ptrace *tr = &f->ptr[f->ppos[i][0]];
-
-		if (tr->score < best)
-			continue;
+		if (i == f->ppos_off[c] || f->ppos[i][0] != f->ppos[i - 1][0]) {
+			tr->score++;
+			if (tr->score > f->pbest) {
+				f->pbest = tr->score;
+				f->pnbest = 1;
+			} else if (tr->score == f->pbest) {
+				f->pnbest++;
+			}
+		}
 		tr->at = MAX(tr->at, (int64_t)f->ppos[i][1]);
-		profile_advance(f, tr);
 	}
+	for (uint32_t i = f->ppos_off[c]; i < f->ppos_off[c + 1]; i++)
+		profile_advance(f, &f->ptr[f->ppos[i][0]]);
 }
 
 const uint32_t *fs_trace(const struct fs *f, size_t *ret_n)

@@ -43,8 +43,10 @@ struct fs_params {
 	 * file the kernel reads itself would go unseen. */
 	bool record;
 	/* An access profile of this image (borrowed; must outlive the fs), or
-	 * NULL.  When a read touches a chunk at position p of a trace, positions
-	 * p+1..p+profile_window of that trace are fetched into the cache, at most
+	 * NULL.  When a read touches a chunk at position p of a trace that leads
+	 * (matched the most reads so far), positions p+1..p+profile_window of that
+	 * trace are fetched into the cache (while several traces lead, only the
+	 * chunks every one of them reads), at most
 	 * profile_bytes of them queued or in flight and profile_inflight fetches
 	 * at once (0: defaults), so that a reader's own misses find the store's
 	 * transfers free.  Nothing is fetched before the first read.  A profile

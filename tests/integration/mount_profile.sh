@@ -6,6 +6,8 @@
 #     the first file the reader opens, the chunks its trace reads next are fetched
 #     (profile_fetches) and the files after it are served without a fetch of their own
 #     (profile_hits), every byte right, nothing fetched outside the trace;
+#     with the traces of two workloads that open the same file first, the reader of one
+#     gets nothing fetched that only the other reads;
 #  3. --no-profile: nothing fetched ahead;
 #  4. a profile of another index and a corrupt one in the store: one warning line each on
 #     the mount's stderr, nothing fetched ahead, every byte right;
@@ -124,6 +126,23 @@ check test "$PH" -gt 0
 check test "$F" = "$F0"
 check test "$RAW" -le "$bytes"
 check test ! -s "$WORK/mount.err"
+
+# two workloads that share their first file: following the merged profile while the
+# second runs fetches none of the chunks only the first reads
+orderb="f31 f01 f03 f05 f08 f10 f12 f14 f16 f18"
+CACHE=$WORK/cache-b
+check "$LAZYROOT" mount prof:1 "$mnt" --store "$store" --cache "$CACHE" --record-profile "$WORK/pb"
+check test -z "$(order=$orderb read_order)"
+check "$LAZYROOT" umount --cache "$CACHE" "$mnt"
+bytesb=$("$LAZYROOT" profile show "$WORK/pb" --store "$store" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["traces"][0]["bytes"])')
+check "$LAZYROOT" profile merge "$WORK/pab" "$WORK/p1" "$WORK/pb"
+check "$LAZYROOT" profile push prof:1 "$WORK/pab" --store "$store"
+order=$orderb follow "$store"
+check test "$PF" -gt 0
+check test "$PH" -gt 0
+check test "$RAW" = "$bytesb"
+check "$LAZYROOT" profile push prof:1 "$WORK/p1" --store "$store"
 
 # --- 3. --no-profile
 follow "$store" --no-profile

@@ -79,12 +79,14 @@ static void mount_usage(FILE *f)
 	        "                     --no-passthrough); see `lazyroot profile`\n"
 	        "  --no-profile       do not follow the image's access profile from the store\n"
 	        "                     (default: when the store has one, the chunks a trace reads\n"
-	        "                     next are fetched ahead of the reader)\n"
+	        "                     next are fetched ahead of the reader; tuning:\n"
+	        "                     $LAZYROOT_PROFILE_WINDOW chunks ahead, default %d, and\n"
+	        "                     $LAZYROOT_PROFILE_INFLIGHT fetches at once, default %d)\n"
 	        "  -f, --foreground   stay in the foreground\n"
 	        "  --debug            FUSE debug output on stderr (implies -f)\n"
 	        "  -h, --help         this text\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD,
-	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
+	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000, FS_PROFILE_WINDOW, FS_PROFILE_INFLIGHT);
 }
 
 struct mount_opts {
@@ -176,6 +178,23 @@ static void *keep_index_thread(void *ud)
 	return NULL;
 }
 
+/* A tuning knob from the environment: 0 (the default) when unset or not a
+ * number from 1 to max, with one warning for the latter. */
+static unsigned env_uint(const char *name, uint64_t max)
+{
+	const char *v = getenv(name);
+	uint64_t n;
+
+	if (!v || !*v)
+		return 0;
+	if (parse_uint(v, max, &n) < 0 || n == 0) {
+		log_msg(LOG_WARN, "%s '%s': want 1 to %llu; using the default", name, v,
+		        (unsigned long long)max);
+		return 0;
+	}
+	return (unsigned)n;
+}
+
 /* Mount and serve until the session ends or a signal stops it.  notify_fd:
  * the parent's pipe (stderr is on it too), or -1 in the foreground. */
 static int serve(const struct mount_opts *o, int notify_fd)
@@ -256,6 +275,8 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			.debug = o->debug,
 			.record = o->record_path != NULL,
 			.profile = prof,
+			.profile_window = env_uint("LAZYROOT_PROFILE_WINDOW", 4096),
+			.profile_inflight = env_uint("LAZYROOT_PROFILE_INFLIGHT", 256),
 		};
 
 		r = fs_mount(&fp, &f);

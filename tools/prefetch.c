@@ -4,7 +4,11 @@
  * under the given paths, through the same cache the daemons use (safe while
  * they run), with a bounded number of chunks in flight.  By default the
  * chunks are staged (kept compressed, decoded at first use: cache_stage);
- * --decode decodes, verifies and writes every chunk now.
+ * --decode decodes, verifies and writes every chunk now.  When the store
+ * holds an access profile of the image, its chunks come first, in the
+ * order its traces read them (their first positions, then their second…),
+ * so that a node warmed while sandboxes already start has their chunks
+ * soonest; --profiled fetches those alone.
  */
 #include <getopt.h>
 #include <sys/stat.h>
@@ -29,6 +33,9 @@ static void usage(FILE *f)
 	        "written out by the daemon the first time a reader needs each one, so that\n"
 	        "warming a whole image costs no decoding and less disk.\n"
 	        "\n"
+	        "  --profiled         only the chunks the image's access profile names (see\n"
+	        "                     `lazyroot profile`); without it they come first anyway\n"
+	        "  --no-profile       ignore the access profile: chunks in the image's order\n"
 	        "  --decode           decode, verify and write every chunk now instead (a\n"
 	        "                     first read then costs no decoding; more CPU and disk)\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
@@ -49,7 +56,8 @@ struct prefetch {
 	struct cache *cache;
 	struct store *store;
 	uint8_t *want;              /* per chunk: 1 when it is to be fetched */
-	uint32_t nchunks, next;     /* next: the next chunk index to consider */
+	uint32_t *order;            /* chunk indices in the order to fetch them */
+	uint32_t nchunks, norder, next;  /* next: the next position in order */
 	uint64_t total, started, done, failed, bytes, total_bytes;
 	uint64_t start_ns, last_draw;
 	bool progress, decode;
@@ -144,8 +152,8 @@ static void one_done(void *ud, int res)
 
 static void start_more(struct prefetch *p)
 {
-	while (p->started - p->done < PREFETCH_WINDOW && p->next < p->nchunks) {
-		uint32_t i = p->next++;
+	while (p->started - p->done < PREFETCH_WINDOW && p->next < p->norder) {
+		uint32_t i = p->order[p->next++];
 		struct image_chunk ic;
 		struct cache_chunk cc;
 		struct one *o;
@@ -176,10 +184,47 @@ static void start_more(struct prefetch *p)
 	}
 }
 
+/* p->order: the profile's chunks first (round-robin over its traces, each
+ * chunk once), then the rest in index order; only wanted chunks.  With
+ * profiled, the profile's chunks alone (they become the only ones wanted).
+ * Cost: O(chunks + profile positions). */
+static int make_order(struct prefetch *p, const struct image_profile *prof, bool profiled)
+{
+	_cleanup_free_ uint8_t *placed = calloc(p->nchunks ? p->nchunks : 1, 1);
+	size_t nt = prof ? image_profile_traces(prof) : 0, pos;
+	bool more = true;
+
+	p->order = malloc((p->nchunks ? p->nchunks : 1) * sizeof(*p->order));
+	if (!placed || !p->order)
+		return -ENOMEM;
+	for (pos = 0; more; pos++) {
+		more = false;
+		for (size_t t = 0; t < nt; t++) {
+			size_t n;
+			const uint32_t *v = image_profile_trace(prof, t, &n);
+
+			if (pos >= n)
+				continue;
+			more = true;
+			if (v[pos] < p->nchunks && p->want[v[pos]] && !placed[v[pos]]) {
+				placed[v[pos]] = 1;
+				p->order[p->norder++] = v[pos];
+			}
+		}
+	}
+	for (uint32_t i = 0; i < p->nchunks; i++) {
+		if (profiled)
+			p->want[i] = placed[i];
+		else if (p->want[i] && !placed[i])
+			p->order[p->norder++] = i;
+	}
+	return 0;
+}
+
 int cmd_cache_prefetch(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT,
-	       O_DECODE };
+	       O_DECODE, O_PROFILED, O_NOPROFILE };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -189,6 +234,8 @@ int cmd_cache_prefetch(int argc, char **argv)
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
 		{ "decode", no_argument, NULL, O_DECODE },
+		{ "profiled", no_argument, NULL, O_PROFILED },
+		{ "no-profile", no_argument, NULL, O_NOPROFILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -201,7 +248,8 @@ int cmd_cache_prefetch(int argc, char **argv)
 	struct store *s = NULL;
 	struct loop *l = NULL;
 	char hex[HASH_HEX_SIZE];
-	bool json = false, noprog = false;
+	struct image_profile *prof = NULL;
+	bool json = false, noprog = false, profiled = false, noprofile = false;
 	int c, r;
 
 	optind = 1;
@@ -228,11 +276,15 @@ int cmd_cache_prefetch(int argc, char **argv)
 		case O_JSON: json = true; break;
 		case O_NOPROG: noprog = true; break;
 		case O_DECODE: p.decode = true; break;
+		case O_PROFILED: profiled = true; break;
+		case O_NOPROFILE: noprofile = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind >= argc) {
+	if (optind >= argc || (profiled && noprofile)) {
+		if (profiled && noprofile)
+			log_error(-EINVAL, "prefetch: --profiled and --no-profile exclude each other");
 		usage(stderr);
 		return 2;
 	}
@@ -270,6 +322,26 @@ int cmd_cache_prefetch(int argc, char **argv)
 			log_errno(r, "prefetch '%s': path '%s'", ref, argv[optind]);
 			goto out;
 		}
+	}
+	if (!noprofile) {
+		const char *why = NULL;
+
+		r = tools_profile_fetch(s, hex, &prof);
+		if (r == 0 && prof && image_profile_check(prof, info.chunks, &why) < 0) {
+			log_msg(LOG_WARN, "profile of index %s: %s; not used", hex, why);
+			image_profile_free(prof);
+			prof = NULL;
+		}
+		if (profiled && !prof) {
+			r = log_error(-ENOENT, "prefetch '%s': --profiled, but the store has no usable "
+			              "profile of index %s", ref, hex);
+			goto out;
+		}
+	}
+	r = make_order(&p, prof, profiled);
+	if (r < 0) {
+		log_errno(r, "prefetch '%s'", ref);
+		goto out;
 	}
 	for (uint32_t i = 0; i < p.nchunks; i++) {
 		struct image_chunk ic;
@@ -328,6 +400,8 @@ out:
 	store_free(s);
 	loop_free(l);
 	index_map_free(&im);
+	image_profile_free(prof);
 	free(p.want);
+	free(p.order);
 	return r < 0 ? 1 : 0;
 }

@@ -13,7 +13,8 @@
 #     the mount's stderr, nothing fetched ahead, every byte right;
 #  5. bad input: push of a profile for another image, merge of a non-profile: one line,
 #     non-zero exit, nothing written;
-#  6. the same over http: (nginx), pushed through the store's PUT.
+#  6. the same over http: (nginx), pushed through the store's PUT;
+#  7. `cache prefetch --profiled` warms exactly the profile's chunks; a plain prefetch all.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/nginx.sh"
 need_root
@@ -175,3 +176,14 @@ check test "$PF0" -gt 0
 check test "$PH" -gt 0
 check test "$F" = "$F0"
 check test ! -s "$WORK/mount.err"
+
+# --- 7. cache prefetch: the profiled chunks alone, then everything (profile first)
+out=$("$LAZYROOT" cache prefetch prof:1 --profiled --store "$NGINX_URL" --cache "$WORK/cache-pf" \
+	--no-progress --json)
+log "prefetch --profiled: $out"
+check test "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["chunks"])' "$out")" = "$chunks"
+check test "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bytes"])' "$out")" = "$bytes"
+out=$("$LAZYROOT" cache prefetch prof:1 --store "$NGINX_URL" --cache "$WORK/cache-pf" --no-progress --json)
+check test "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["chunks"])' "$out")" = 81
+check_status 1 "$LAZYROOT" cache prefetch other:1 --profiled --store "$store" --cache "$WORK/cache-pf" \
+	--no-progress

@@ -1460,7 +1460,9 @@ int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *c
 int cache_profile_prefetch(struct cache *c, struct store *s, const struct cache_chunk *ch,
                            int image, cache_cb cb, void *ud)
 {
-	int r = cache_request(c, s, ch, 0, 0, NULL, image, false, NULL, 0, cb, ud);
+	/* warm: a staged chunk is decoded and an unchecked chunk file hashed now,
+	 * as for a sequential reader, so that the reader finds it ready */
+	int r = cache_request(c, s, ch, 0, 0, NULL, image, true, NULL, 0, cb, ud);
 
 	if (r == 1)
 		stat_add(&c->st->profile_fetches, 1);

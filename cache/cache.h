@@ -138,9 +138,10 @@ int cache_prefetch(struct cache *c, struct store *s, const struct cache_chunk *c
  * counts in cache_unkept(). */
 int cache_stage(struct cache *c, struct store *s, const struct cache_chunk *ch, cache_cb cb,
                 void *ud);
-/* cache_prefetch() for a chunk an access profile says will be read soon:
- * the same path (single flight, verified, decoded into the cache), counted
- * as profile_fetches when it starts a fetch.  Returns 1 when it started a
+/* cache_readahead() for a chunk an access profile says will be read soon:
+ * the same path (single flight, verified, decoded into the cache; a staged
+ * chunk is decoded and a chunk file not yet checked by this daemon hashed),
+ * counted as profile_fetches when it starts a fetch.  Returns 1 when it started a
  * fetch from the store (cb runs when it ends), 0 when the chunk was cached
  * or already loading (cb runs soon), or -errno (cb never runs).  The caller
  * bounds how many it keeps in flight: these fetches queue like a reader's. */

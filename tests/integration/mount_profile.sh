@@ -14,7 +14,8 @@
 #  5. bad input: push of a profile for another image, merge of a non-profile: one line,
 #     non-zero exit, nothing written;
 #  6. the same over http: (nginx), pushed through the store's PUT;
-#  7. `cache prefetch --profiled` warms exactly the profile's chunks; a plain prefetch all.
+#  7. `cache prefetch --profiled` warms exactly the profile's chunks; a plain prefetch all;
+#     on a cache of staged chunks, the profile decodes its chunks ahead of the reader.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/nginx.sh"
 need_root
@@ -187,3 +188,37 @@ out=$("$LAZYROOT" cache prefetch prof:1 --store "$NGINX_URL" --cache "$WORK/cach
 check test "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["chunks"])' "$out")" = 81
 check_status 1 "$LAZYROOT" cache prefetch other:1 --profiled --store "$store" --cache "$WORK/cache-pf" \
 	--no-progress
+# a node warmed with staged chunks (compressible files: random ones are kept raw, never
+# staged): the profile decodes its chunks ahead of the reader, which turns their staged
+# objects into chunk files; the rest stay staged
+python3 - "$WORK/zsrc" <<'PY'
+import os, random, sys
+r = random.Random(5)
+os.makedirs(os.path.join(sys.argv[1], "lib"))
+for i in range(24):
+    words = [b"w%05d" % r.randrange(100000) for _ in range(60000)]
+    open(os.path.join(sys.argv[1], "lib", "z%02d.txt" % i), "wb").write(b" ".join(words))
+PY
+check "$LAZYROOT" build "$WORK/zsrc" --store "$NGINX_URL" --tag z:1 --no-progress
+zorder="z05 z17 z02 z11 z20 z08"
+zread() { local f; for f in $zorder; do cmp -s "$WORK/zsrc/lib/$f.txt" "$mnt/lib/$f.txt" || echo "$f"; done; }
+CACHE=$WORK/cache-z1
+check "$LAZYROOT" mount z:1 "$mnt" --store "$NGINX_URL" --cache "$CACHE" --record-profile "$WORK/pz"
+check test -z "$(zread)"
+check "$LAZYROOT" umount --cache "$CACHE" "$mnt"
+check "$LAZYROOT" profile push z:1 "$WORK/pz" --store "$NGINX_URL"
+zchunks=$("$LAZYROOT" profile show "$WORK/pz" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["traces"][0]["chunks"])')
+CACHE=$WORK/cache-z2
+check "$LAZYROOT" cache prefetch z:1 --store "$NGINX_URL" --cache "$CACHE" --no-progress
+all=$(stat_of staged)
+check test "$all" -gt "$zchunks"
+check "$LAZYROOT" mount z:1 "$mnt" --store "$NGINX_URL" --cache "$CACHE"
+first=${zorder%% *}
+check cmp "$WORK/zsrc/lib/$first.txt" "$mnt/lib/$first.txt"
+read -r staged pf <<<"$(stat_of staged profile_fetches)"
+log "staged cache: $all staged, $staged left after the first file ($zchunks in the trace)"
+check test "$staged" = $((all - zchunks))
+check test "$pf" = 0
+check test -z "$(zread)"
+check "$LAZYROOT" umount --cache "$CACHE" "$mnt"

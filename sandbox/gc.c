@@ -286,4 +286,5 @@ void sandbox_gc_maybe(void)
 	futimens(fd, NULL);
 	close(fd);
 	(void)sandbox_gc(NULL, NULL, NULL);
+	(void)sandbox_pool_gc(SANDBOX_POOL_IDLE, NULL);
 }

@@ -57,6 +57,7 @@ struct child_ctx {
 	const char *name;
 	char *const *argv;
 	int sock, out_w, err_w;
+	bool pooled_net;        /* in a pooled network namespace (pool.c) */
 };
 
 static int send_fds(int sock, const int *fds, size_t n)
@@ -203,7 +204,7 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 		log_errno(-errno, "cgroup namespace");
 		_exit(SETUP_FAILED);
 	}
-	if (setup_root(sb, c->name, &fds[0], fds + 1) < 0)
+	if (setup_root(sb, c->name, &fds[0], fds + 1, c->pooled_net) < 0)
 		_exit(SETUP_FAILED);
 	set_rlimit(RLIMIT_NOFILE, sb->nofile, "nofile");
 	set_rlimit(RLIMIT_CORE, 0, "core");
@@ -468,6 +469,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	struct sandbox_cgroups cg;
 	struct net_state net = NET_STATE_INIT;
 	struct launch_record rec = LAUNCH_RECORD_INIT;
+	struct netns_slot nslot = NETNS_SLOT_INIT;
 	_cleanup_close_ int sigfd = -1, pidfd = -1, cgfd = -1;
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, sp[2] = { -1, -1 }, rd[2];
 	struct clone_args ca = { 0 };
@@ -516,6 +518,11 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		r = cgroups_make(sb, &cg);
 	if (r < 0)
 		goto close_all;
+	r = netns_slot_take(sb, &nslot);
+	if (r < 0) {
+		cg_left = cgroups_destroy(&cg) < 0;
+		goto close_all;
+	}
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -526,8 +533,8 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	signal(SIGPIPE, SIG_IGN);
 
 	start = now_ns();
-	ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-	           CLONE_NEWUTS | CLONE_PIDFD;
+	ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+	           CLONE_PIDFD;
 	ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
 	ca.exit_signal = SIGCHLD;
 	/* Born in its cgroup2 directory: one cgroup.procs write fewer. */
@@ -541,21 +548,52 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		ca.flags |= CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)cgfd;
 	}
-	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-	if (pid < 0) {
-		r = log_errno(-errno, "run: clone the sandbox");
-		cg_left = cgroups_destroy(&cg) < 0;
-		goto restore;
+	/* A pooled network namespace is entered by the launcher and inherited
+	 * by the clone; otherwise the sandbox gets a new one of its own. */
+	if (nslot.lock_fd >= 0) {
+		r = netns_slot_enter(&nslot);
+		if (r < 0) {
+			cg_left = cgroups_destroy(&cg) < 0;
+			goto restore;
+		}
+	} else {
+		ca.flags |= CLONE_NEWNET;
 	}
+	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 	if (pid == 0) {
-		struct child_ctx c = { sb, name, argv, sp[1], out[1], err[1] };
+		struct child_ctx c = { sb, name, argv, sp[1], out[1], err[1], nslot.lock_fd >= 0 };
 
 		close(sp[0]);
 		close(out[0]);
 		close(err[0]);
-		/* The record's lock must end with the launcher, not with its init. */
+		/* The record's and the slot's locks must end with the launcher, not
+		 * with its init. */
 		close(rec.fd);
+		if (nslot.lock_fd >= 0) {
+			close(nslot.lock_fd);
+			close(nslot.ns_fd);
+			close(nslot.host_fd);
+			for (int i = 0; i < 3; i++)
+				close(nslot.stat_fd[i]);
+		}
 		init_main(&c);
+	}
+	if (pid < 0)
+		r = log_errno(-errno, "run: clone the sandbox");
+	if (nslot.lock_fd >= 0) {
+		int r2 = netns_slot_leave(&nslot);
+
+		if (r2 < 0 && pid > 0) {
+			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		if (r2 < 0 && r == 0)
+			r = r2;
+	}
+	if (r < 0) {
+		cg_left = cgroups_destroy(&cg) < 0;
+		goto restore;
 	}
 	close_fd(&sp[1]);
 	close_fd(&out[1]);
@@ -611,6 +649,9 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 restore:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 close_all:
+	/* Every process of the sandbox is gone by now (the init waited for
+	 * them): its namespace may go back to the pool. */
+	netns_slot_release(&nslot);
 	launch_record_close(&rec, !cg_left);
 	for (int i = 0; i < 2; i++) {
 		close_fd(&out[i]);

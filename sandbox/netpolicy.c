@@ -719,6 +719,13 @@ static int initial_allow(const struct sandbox *sb, const struct sandbox_addr **r
 	return (int)sb->n_allow;
 }
 
+int netpolicy_start_allow(const struct sandbox *sb)
+{
+	const struct sandbox_addr *allow;
+
+	return initial_allow(sb, &allow);
+}
+
 int netpolicy_check(const struct sandbox *sb)
 {
 	const struct sandbox_stage *st = policy_start_stage(sb);

@@ -61,6 +61,7 @@ int sandbox_new(struct sandbox **ret)
 	sb->output = 64ull << 20;
 	sb->kill_on_pids_limit = true;
 	sb->landlock = true;
+	sb->pool = true;
 	sb->tcp_bind.any = true;
 	sb->tcp_connect.any = true;
 	if (set_str(&sb->hostname, "sandbox") < 0 || set_str(&sb->workdir, "/") < 0) {
@@ -384,6 +385,8 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 		return parse_bool(v, &sb->io_uring);
 	if (!strcmp(key, "sysfs"))
 		return parse_bool(v, &sb->sysfs);
+	if (!strcmp(key, "pool"))
+		return parse_bool(v, &sb->pool);
 	if (!strcmp(key, "writable")) {
 		if (!sb->writable_set || !strcmp(v, "none"))
 			strv_free(&sb->writable);

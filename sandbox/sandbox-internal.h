@@ -68,6 +68,7 @@ struct sandbox {
 	uint64_t output;        /* bytes; 0 = no cap */
 	bool kill_on_pids_limit;
 	bool sysfs;             /* mount a read-only sysfs on /sys */
+	bool pool;              /* take a pooled network namespace when the policy allows (pool.c) */
 	char **env;             /* NAME=VALUE, NULL-terminated */
 	size_t n_env;
 	struct sandbox_bind *binds;
@@ -179,14 +180,42 @@ void launch_record_close(struct launch_record *rec, bool remove);
  * otherwise): the start of every run calls it. */
 void sandbox_gc_maybe(void);
 
+/* ---- the network namespace pool (pool.c) -------------------------------- */
+
+/* A pooled network namespace held by one launcher. */
+struct netns_slot {
+	int lock_fd;            /* the slot's lock, held while in use; -1: no pooled namespace */
+	int ns_fd;              /* the namespace */
+	int host_fd;            /* the launcher's own network namespace */
+	int stat_fd[3];         /* its sockstat, sockstat6 and unix, opened inside it */
+	int index;
+};
+#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1 }
+void netns_slot_init(struct netns_slot *s);
+/* Take a free slot of the pool (making its namespace if the slot has none)
+ * when pooling is on and the policy has no allowlist and no sysfs.  0 with
+ * s->lock_fd -1 when the sandbox must get a namespace of its own (pooling off,
+ * or every slot in use); -errno (logged). */
+int netns_slot_take(const struct sandbox *sb, struct netns_slot *s);
+/* Move the calling thread into the slot's namespace, so that a clone without
+ * CLONE_NEWNET starts there, and back to its own. */
+int netns_slot_enter(struct netns_slot *s);
+int netns_slot_leave(struct netns_slot *s);
+/* Once every process of the sandbox is gone: put the namespace back when it
+ * holds no socket, else unmount it (the slot gets a fresh one next time);
+ * release the lock.  Safe on an untaken slot. */
+void netns_slot_release(struct netns_slot *s);
+
 /* ---- the filesystem (setup.c) ------------------------------------------- */
 
 /* Inside the new user and mount namespaces, as the sandbox's init: build the
  * tmpfs (its source is name), overlay, /proc, /sys, /dev and binds, set the hostname, bring up
- * the loopback and pivot into the new root.  lower_fd and bind_fds[i] are
+ * the loopback (unless pooled_net: a pooled namespace's is up already, and
+ * the sandbox has no right to it) and pivot into the new root.  lower_fd and bind_fds[i] are
  * detached mount trees from the launcher; each is closed and set to -1 once
  * attached. */
-int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds);
+int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds,
+               bool pooled_net);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 
@@ -232,6 +261,8 @@ struct net_state {
 };
 #define NET_STATE_INIT { .map_fd = -1 }
 
+/* How many addresses the starting stage allows (0: loopback only). */
+int netpolicy_start_allow(const struct sandbox *sb);
 /* Refuse a policy whose starting stage is not declared, or that sets path or
  * port fields with Landlock off (they would do nothing). */
 int netpolicy_check(const struct sandbox *sb);

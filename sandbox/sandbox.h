@@ -124,4 +124,21 @@ struct sandbox_gc_result {
 int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
                struct sandbox_gc_result *ret);
 
+/* Seconds a pooled namespace may stay idle before a collection removes it. */
+#define SANDBOX_POOL_IDLE 600
+
+/* What sandbox_pool_gc found. */
+struct sandbox_pool_gc_result {
+	unsigned removed;       /* pooled namespaces unmounted and their slots removed */
+	unsigned kept;          /* idle for less than max_idle */
+	unsigned busy;          /* in use by a running launcher */
+	unsigned failed;
+};
+
+/* Remove the idle network namespaces of the node's pool (sandbox/POLICY.md,
+ * "Pools"): those idle for max_idle seconds or more, every idle one when
+ * max_idle <= 0, and those a dead launcher held.  Slots in use are left
+ * alone.  -EBUSY (logged) when one could not be removed.  Needs root. */
+int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret);
+
 #endif

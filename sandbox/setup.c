@@ -253,7 +253,8 @@ static int loopback_up(void)
 	return 0;
 }
 
-int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds)
+int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds,
+               bool pooled_net)
 {
 	char opts[128];
 	int r;
@@ -305,9 +306,11 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 		return r;
 	if (sethostname(sb->hostname, strlen(sb->hostname)) < 0)
 		return log_errno(-errno, "hostname '%s'", sb->hostname);
-	r = loopback_up();
-	if (r < 0)
-		return r;
+	if (!pooled_net) {
+		r = loopback_up();
+		if (r < 0)
+			return r;
+	}
 	if (chdir(ROOT) < 0)
 		return log_errno(-errno, "chdir '%s'", ROOT);
 	if (syscall(SYS_pivot_root, ".", ".") < 0)

@@ -8,7 +8,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: lazyroot gc [--json]\n"
+	        "usage: lazyroot gc [--pool] [--json]\n"
 	        "\n"
 	        "Remove what sandboxes left on this host when their launcher (`lazyroot run`)\n"
 	        "died without cleaning up, e.g. by SIGKILL: processes still in their cgroups\n"
@@ -18,7 +18,14 @@ static void usage(FILE *f)
 	        "entries at most every 10 seconds.  Needs root.  $LAZYROOT_RECORD_DIR\n"
 	        "replaces /run/lazyroot/launchers (see sandbox/POLICY.md).\n"
 	        "\n"
-	        "  --json      print {\"removed\":[NAME...],\"live\":N,\"failed\":N}\n"
+	        "Also removes the pooled network namespaces (/run/lazyroot/pool, or\n"
+	        "$LAZYROOT_POOL_DIR) idle for 10 minutes or more, and those a dead\n"
+	        "launcher held; with --pool every idle one.  Pooled namespaces in use are\n"
+	        "left alone.\n"
+	        "\n"
+	        "  --pool      remove every idle pooled namespace, however recent\n"
+	        "  --json      print {\"removed\":[NAME...],\"live\":N,\"failed\":N,\n"
+	        "              \"pool_removed\":N,\"pool_kept\":N,\"pool_busy\":N}\n"
 	        "  -h, --help  this text\n"
 	        "\n"
 	        "Without --json, prints the name of each removed sandbox.  Exit status 1\n"
@@ -45,17 +52,21 @@ int cmd_gc(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "pool", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct names nm = { 0 };
 	struct sandbox_gc_result res;
-	int c, r;
+	struct sandbox_pool_gc_result pres;
+	bool all_pool = false;
+	int c, r, rp;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': nm.json = true; break;
+		case 'p': all_pool = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -71,7 +82,15 @@ int cmd_gc(int argc, char **argv)
 	if (nm.json)
 		printf("{\"removed\":[");
 	r = sandbox_gc(print_removed, &nm, &res);
+	/* After the sandboxes: a dead launcher's slot is free only once its
+	 * record is collected and its sandbox gone. */
+	rp = sandbox_pool_gc(all_pool ? 0 : SANDBOX_POOL_IDLE, &pres);
 	if (nm.json)
-		printf("],\"live\":%u,\"failed\":%u}\n", res.live, res.failed);
-	return r < 0 ? 1 : 0;
+		printf("],\"live\":%u,\"failed\":%u,\"pool_removed\":%u,\"pool_kept\":%u,"
+		       "\"pool_busy\":%u}\n", res.live, res.failed + pres.failed, pres.removed,
+		       pres.kept, pres.busy);
+	else if (pres.removed)
+		printf("removed %u pooled network namespace%s\n", pres.removed,
+		       pres.removed == 1 ? "" : "s");
+	return r < 0 || rp < 0 ? 1 : 0;
 }

@@ -14,7 +14,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>   /* before the linux headers, which then skip their copies */
 #include <linux/io_uring.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/route.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -282,6 +286,83 @@ static void attack_net(int argc, char **argv)
 		}
 		result(open_ports == 0, "port scan 127.0.0.1:1-1023 finds nothing", 0);
 	}
+}
+
+/* Change the network namespace itself: a pooled one outlives the sandbox,
+ * so nothing of it may be changed from inside (its owner is the host's user
+ * namespace, and the sandbox's capabilities are dropped besides). */
+static void attack_netns(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0), nl;
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+	struct rtentry rt = { 0 };
+	struct {
+		struct nlmsghdr h;
+		struct ifinfomsg i;
+		char attrs[64];
+	} req = { 0 };
+	struct rtattr *a, *info, *kind;
+	char reply[512];
+	ssize_t n;
+
+	strcpy(ifr.ifr_name, "lo");
+	ioctl(s, SIOCGIFFLAGS, &ifr);
+	ifr.ifr_flags &= ~IFF_UP;
+	expect_errno(ioctl(s, SIOCSIFFLAGS, &ifr), EPERM, "bring the loopback down");
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo:9");
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, "10.9.9.9", &sin->sin_addr);
+	expect_errno(ioctl(s, SIOCSIFADDR, &ifr), EPERM, "add an address to the loopback");
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo");
+	ifr.ifr_mtu = 1280;
+	expect_errno(ioctl(s, SIOCSIFMTU, &ifr), EPERM, "change the loopback's mtu");
+	sin = (struct sockaddr_in *)&rt.rt_dst;
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, "10.8.0.0", &sin->sin_addr);
+	sin = (struct sockaddr_in *)&rt.rt_genmask;
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, "255.255.0.0", &sin->sin_addr);
+	rt.rt_dev = (char *)"lo";
+	rt.rt_flags = RTF_UP;
+	expect_errno(ioctl(s, SIOCADDRT, &rt), EPERM, "add a route");
+	close(s);
+
+	/* ip link add lrattack type dummy */
+	req.h.nlmsg_type = RTM_NEWLINK;
+	req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+	req.h.nlmsg_seq = 1;
+	a = (struct rtattr *)req.attrs;
+	a->rta_type = IFLA_IFNAME;
+	a->rta_len = RTA_LENGTH(sizeof("lrattack"));
+	memcpy(RTA_DATA(a), "lrattack", sizeof("lrattack"));
+	info = (struct rtattr *)((char *)a + RTA_ALIGN(a->rta_len));
+	info->rta_type = IFLA_LINKINFO;
+	kind = RTA_DATA(info);
+	kind->rta_type = IFLA_INFO_KIND;
+	kind->rta_len = RTA_LENGTH(sizeof("dummy"));
+	memcpy(RTA_DATA(kind), "dummy", sizeof("dummy"));
+	info->rta_len = RTA_LENGTH(RTA_ALIGN(kind->rta_len));
+	req.h.nlmsg_len = NLMSG_LENGTH(sizeof(req.i)) + RTA_ALIGN(a->rta_len) +
+	                  RTA_ALIGN(info->rta_len);
+	nl = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+	n = nl >= 0 && send(nl, &req, req.h.nlmsg_len, 0) >= 0 ? recv(nl, reply, sizeof(reply), 0) : -1;
+	if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)) &&
+	    ((struct nlmsghdr *)reply)->nlmsg_type == NLMSG_ERROR) {
+		int e = -((struct nlmsgerr *)NLMSG_DATA(reply))->error;
+
+		result(e == EPERM, "ip link add lrattack type dummy", e);
+	} else {
+		result(false, "ip link add lrattack type dummy: no netlink answer", errno);
+	}
+	if (nl >= 0)
+		close(nl);
+	expect_fail(open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY),
+	            "write the namespace's sysctl ip_unprivileged_port_start");
+	expect_fail(open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY),
+	            "write the namespace's sysctl ping_group_range");
 }
 
 /* ---- overwrite system binaries ------------------------------------------ */
@@ -687,6 +768,8 @@ int main(int argc, char **argv)
 		attack_write_proc_sys();
 	else if (!strcmp(argv[2], "net"))
 		attack_net(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "netns"))
+		attack_netns();
 	else if (!strcmp(argv[2], "overwrite"))
 		attack_overwrite(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "landlock"))

@@ -1,0 +1,388 @@
+/*
+ * pool.c — a node-wide pool of network namespaces for sandboxes that have
+ * only their loopback (the default: no allowlist, no sysfs).
+ *
+ * Creating a network namespace registers its loopback in sysfs and sysctl,
+ * and its teardown (cleanup_net, in a kworker after the last user is gone)
+ * costs about as much again: together about an eighth of a node's CPU per
+ * launch of /bin/true (bench/RESULTS.md).  A pooled namespace is made once,
+ * by the launcher as root, so the initial user namespace owns it: a sandbox,
+ * whose own user namespace has no rights over it (and whose capabilities are
+ * dropped anyway), can neither change its links, addresses, routes nor its
+ * sysctls.  Its loopback is brought up when it is made.
+ *
+ * Layout, under $LAZYROOT_POOL_DIR or /run/lazyroot/pool:
+ *   net.N       an empty file with the namespace bind-mounted on it (nsfs)
+ *   net.N.lock  flock()ed by the launcher that uses slot N; its mtime is 0
+ *               while a launcher uses the slot, and the time of release once
+ *               it is back in the pool
+ * A launcher takes the first slot whose lock it gets (N < 4 x CPUs); with
+ * every slot taken it makes a namespace of its own as without a pool.  A
+ * launcher that dies holding a slot releases the lock by dying, but leaves
+ * the mtime at 0: the next taker throws that namespace away, since the dead
+ * launcher's sandbox may still have been running in it.
+ *
+ * Reuse is safe when the previous sandbox left no state behind that the next
+ * one could see.  Without rights over the namespace, what a sandbox can leave
+ * is sockets: the launcher reads the namespace's own socket counts
+ * (/proc/net/sockstat and sockstat6, and its unix sockets, opened while in
+ * it) once every process of the sandbox is gone, and returns the namespace
+ * to the pool only if no socket remains, TIME_WAIT included (one would keep
+ * its port from a plain bind for a minute).  What does carry over are the
+ * namespace's statistics (/proc/net/snmp, the loopback's byte counters) and
+ * caches (TCP metrics of 127.0.0.1): sandbox/POLICY.md says so, and how to
+ * turn pooling off.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysinfo.h>
+#include <linux/magic.h>
+#include <dirent.h>
+#include <time.h>
+
+#include "lib/lib.h"
+#include "sandbox/sandbox-internal.h"
+
+#define POOL_DIR_DEFAULT "/run/lazyroot/pool"
+
+static const char *pool_dir(void)
+{
+	const char *d = getenv("LAZYROOT_POOL_DIR");
+
+	return d && d[0] == '/' ? d : POOL_DIR_DEFAULT;
+}
+
+/* Pooling is on unless the policy or $LAZYROOT_POOL=0 turns it off. */
+static bool pool_enabled(const struct sandbox *sb)
+{
+	const char *e = getenv("LAZYROOT_POOL");
+
+	return sb->pool && !(e && !strcmp(e, "0"));
+}
+
+static int pool_size(void)
+{
+	return 4 * get_nprocs();
+}
+
+static int open_pool_dir(bool create)
+{
+	int fd = open(pool_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 && errno == ENOENT && create) {
+		int r = mkdir_p(pool_dir(), 0700);
+
+		if (r < 0)
+			return r;
+		fd = open(pool_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+/* Lock dfd/name unless someone holds it, making sure the locked file is still
+ * the one at that path (a collector may have unlinked it meanwhile).  The
+ * locked fd, -EBUSY, or -errno. */
+static int lock_slot(int dfd, const char *name, bool create)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		_cleanup_close_ int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC |
+		                                (create ? O_CREAT : 0), 0600);
+		struct stat a, b;
+
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+		if (fstat(fd, &a) < 0)
+			return -errno;
+		if (fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+		    a.st_dev == b.st_dev)
+			return TAKE_FD(fd);
+		if (!create)
+			return -ENOENT;
+	}
+	return -EAGAIN;
+}
+
+/* Is the file at dfd/name a mounted network namespace?  Its fd, or -1. */
+static int open_netns(int dfd, const char *name)
+{
+	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct statfs st;
+
+	if (fd < 0 || fstatfs(fd, &st) < 0 || (long)st.f_type != NSFS_MAGIC)
+		return -1;
+	return TAKE_FD(fd);
+}
+
+static int loopback_up(void)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = { 0 };
+
+	if (s < 0)
+		return -errno;
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return -errno;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Make a namespace with its loopback up and mount it on dfd/name; the
+ * calling thread is back in its own namespace (host_fd) whatever happens.
+ * Its fd, or -errno. */
+static int make_netns(int dfd, const char *name, int host_fd)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int f = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int r = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", pool_dir(), name);
+	if (f < 0)
+		return -errno;
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	r = loopback_up();
+	if (r == 0 && mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0)
+		r = -errno;
+	if (setns(host_fd, CLONE_NEWNET) < 0)
+		return log_errno(-errno, "pool: return to the launcher's network namespace");
+	if (r < 0)
+		return r;
+	r = open_netns(dfd, name);
+	return r < 0 ? -EIO : r;
+}
+
+void netns_slot_init(struct netns_slot *s)
+{
+	*s = (struct netns_slot)NETNS_SLOT_INIT;
+}
+
+int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
+{
+	_cleanup_close_ int dfd = -1;
+	int n = pool_size();
+
+	netns_slot_init(s);
+	if (!pool_enabled(sb) || sb->sysfs || netpolicy_start_allow(sb) > 0)
+		return 0;
+	dfd = open_pool_dir(true);
+	if (dfd < 0)
+		return log_errno(dfd, "pool: directory '%s'", pool_dir());
+	for (int i = 0; i < n; i++) {
+		char lock[32], ns[32];
+		struct stat st;
+		int fd, r;
+
+		snprintf(lock, sizeof(lock), "net.%d.lock", i);
+		snprintf(ns, sizeof(ns), "net.%d", i);
+		fd = lock_slot(dfd, lock, true);
+		if (fd == -EBUSY || fd == -EAGAIN)
+			continue;
+		if (fd < 0)
+			return log_errno(fd, "pool: '%s/%s'", pool_dir(), lock);
+		s->lock_fd = fd;
+		s->index = i;
+		if (fstat(fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0) {
+			/* Its launcher died with it in use: whatever ran in it may be
+			 * alive still, or have left state behind. */
+			char path[PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s/%s", pool_dir(), ns);
+			umount2(path, MNT_DETACH);
+		}
+		s->host_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (s->host_fd < 0) {
+			r = log_errno(-errno, "pool: the launcher's network namespace");
+			netns_slot_release(s);
+			return r;
+		}
+		s->ns_fd = open_netns(dfd, ns);
+		if (s->ns_fd < 0) {
+			s->ns_fd = make_netns(dfd, ns, s->host_fd);
+			if (s->ns_fd < 0) {
+				r = log_errno(s->ns_fd, "pool: make a network namespace at '%s/%s'",
+				              pool_dir(), ns);
+				netns_slot_release(s);
+				return r;
+			}
+		}
+		/* In use from now on, until released clean. */
+		if (futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0) {
+			r = log_errno(-errno, "pool: '%s/%s'", pool_dir(), lock);
+			netns_slot_release(s);
+			return r;
+		}
+		return 0;
+	}
+	return 0;   /* every slot in use: a namespace of the sandbox's own */
+}
+
+int netns_slot_enter(struct netns_slot *s)
+{
+	if (setns(s->ns_fd, CLONE_NEWNET) < 0)
+		return log_errno(-errno, "pool: enter network namespace %d", s->index);
+	/* Opened in the namespace, these show its sockets whenever read. */
+	s->stat_fd[0] = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
+	s->stat_fd[1] = open("/proc/thread-self/net/sockstat6", O_RDONLY | O_CLOEXEC);
+	s->stat_fd[2] = open("/proc/thread-self/net/unix", O_RDONLY | O_CLOEXEC);
+	return 0;
+}
+
+int netns_slot_leave(struct netns_slot *s)
+{
+	if (setns(s->host_fd, CLONE_NEWNET) < 0)
+		return log_errno(-errno, "pool: return to the launcher's network namespace");
+	return 0;
+}
+
+/* Does the sockstat text in buf count no socket?  The per-namespace fields
+ * are "used" (sockets with a file, of every family: with_used), "inuse"
+ * (hashed, orphans included) and "tw" (TIME_WAIT); "orphan", "alloc" and
+ * "mem" are node-wide. */
+static bool sockstat_empty(char *buf, bool with_used)
+{
+	for (char *save = NULL, *tok = strtok_r(buf, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save)) {
+		if ((!with_used || strcmp(tok, "used")) && strcmp(tok, "inuse") && strcmp(tok, "tw"))
+			continue;
+		tok = strtok_r(NULL, " \n", &save);
+		if (!tok || strcmp(tok, "0"))
+			return false;
+	}
+	return true;
+}
+
+static ssize_t read_at0(int fd, char *buf, size_t len)
+{
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, len - 1, 0);
+
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+/* Has the namespace no socket left?  Usually every count is 0.  Sockets
+ * closed just before are sometimes still counted in "used": the kernel frees
+ * netlink sockets (glibc's getaddrinfo opens one) after an RCU grace period.
+ * Then the namespace is still clean if no protocol has a socket hashed or in
+ * TIME_WAIT and no unix socket exists (a socket outlives its processes only
+ * as a descriptor in flight in a unix socket, which is listed until the
+ * kernel's garbage collector frees it). */
+static bool netns_clean(const struct netns_slot *s)
+{
+	char buf[2][1024], unix_buf[256];
+	bool all_zero = true;
+
+	for (int i = 0; i < 2; i++) {
+		char copy[1024];
+
+		if (read_at0(s->stat_fd[i], buf[i], sizeof(buf[i])) <= 0)
+			return false;
+		memcpy(copy, buf[i], sizeof(copy));
+		all_zero = all_zero && sockstat_empty(copy, true);
+	}
+	if (all_zero)
+		return true;
+	if (!sockstat_empty(buf[0], false) || !sockstat_empty(buf[1], false))
+		return false;
+	/* Only the header line: "Num       RefCount Protocol ...\n". */
+	return read_at0(s->stat_fd[2], unix_buf, sizeof(unix_buf)) > 0 &&
+	       strchr(unix_buf, '\n') && !strchr(unix_buf, '\n')[1];
+}
+
+void netns_slot_release(struct netns_slot *s)
+{
+	if (s->lock_fd >= 0) {
+		if (s->ns_fd >= 0 && netns_clean(s)) {
+			futimens(s->lock_fd, NULL);
+		} else if (s->ns_fd >= 0) {
+			char path[PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s/net.%d", pool_dir(), s->index);
+			if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+				log_errno(-errno, "pool: unmount '%s'", path);
+			else
+				futimens(s->lock_fd, NULL);
+		}
+		close(s->lock_fd);
+	}
+	for (int i = 0; i < 3; i++)
+		if (s->stat_fd[i] >= 0)
+			close(s->stat_fd[i]);
+	if (s->ns_fd >= 0)
+		close(s->ns_fd);
+	if (s->host_fd >= 0)
+		close(s->host_fd);
+	netns_slot_init(s);
+}
+
+int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
+{
+	_cleanup_close_ int dfd = open_pool_dir(false);
+	struct sandbox_pool_gc_result res = { 0 };
+	struct timespec now;
+	DIR *d;
+	struct dirent *e;
+
+	if (dfd == -ENOENT)
+		goto out;
+	if (dfd < 0)
+		return log_errno(dfd, "gc: pool '%s'", pool_dir());
+	d = fdopendir(dfd);
+	if (!d)
+		return log_errno(-errno, "gc: pool '%s'", pool_dir());
+	dfd = -1;
+	clock_gettime(CLOCK_REALTIME, &now);
+	while ((e = readdir(d))) {
+		char ns[64], path[PATH_MAX];
+		size_t len = strlen(e->d_name);
+		struct stat st;
+		int fd;
+
+		if (strncmp(e->d_name, "net.", 4) || len < 6 || len >= sizeof(ns) ||
+		    strcmp(e->d_name + len - 5, ".lock"))
+			continue;
+		fd = lock_slot(dirfd(d), e->d_name, false);
+		if (fd == -EBUSY) {
+			res.busy++;
+			continue;
+		}
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && max_idle > 0 && st.st_mtim.tv_sec != 0 &&
+		    (double)(now.tv_sec - st.st_mtim.tv_sec) < max_idle) {
+			res.kept++;
+			close(fd);
+			continue;
+		}
+		memcpy(ns, e->d_name, len - 5);
+		ns[len - 5] = '\0';
+		snprintf(path, sizeof(path), "%s/%s", pool_dir(), ns);
+		if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT) {
+			log_errno(-errno, "gc: unmount '%s'", path);
+			res.failed++;
+			close(fd);
+			continue;
+		}
+		unlinkat(dirfd(d), ns, 0);
+		unlinkat(dirfd(d), e->d_name, 0);   /* while locked, as a launcher's record */
+		close(fd);
+		res.removed++;
+	}
+	closedir(d);
+out:
+	if (ret)
+		*ret = res;
+	return res.failed ? -EBUSY : 0;
+}

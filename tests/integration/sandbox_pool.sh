@@ -1,0 +1,153 @@
+#!/bin/bash
+# The node's pool of network namespaces (sandbox/pool.c): a sandbox with only its loopback runs in
+# a pooled namespace that the host's user namespace owns, so nothing inside can change it
+# (attack: an agent that changes the network for the sandboxes after it); the next sandbox in the
+# slot sees no socket of the one before (attack: a listener left behind to answer the grader);
+# a namespace with a socket left (TIME_WAIT) is not reused; a launcher killed by SIGKILL leaves a
+# slot that the next launcher takes with a fresh namespace, and nothing else; `lazyroot gc --pool`
+# removes the pool; an allowlist, sysfs = true, pool = false and LAZYROOT_POOL=0 keep a
+# namespace of the sandbox's own.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sandbox.sh"
+need_cmd nsenter ip
+workdir
+export LAZYROOT_RECORD_DIR=$WORK/launchers
+SB_RECORDS=$LAZYROOT_RECORD_DIR
+export LAZYROOT_POOL_DIR=$WORK/pool
+POOL=$LAZYROOT_POOL_DIR
+# Whatever happens, unmount the pool's namespaces before $WORK goes.
+_pool_cleanup() {
+	local m
+	for m in $(awk -v p="$POOL/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo); do
+		umount -l "$m" 2>/dev/null || true
+	done
+	return 0
+}
+cleanup_add _pool_cleanup
+
+netns_of() { sb_run "$@" -- /bin/readlink /proc/self/ns/net; }
+slot_ns() { echo "net:[$(stat -L -c %i "$POOL/net.$1")]"; }
+pool_mounts() { awk -v p="$POOL/" 'index($5, p) == 1' /proc/self/mountinfo | wc -l; }
+
+# Two sandboxes one after the other run in the same pooled namespace, slot 0's.
+a=$(netns_of)
+b=$(netns_of)
+check test "$a" = "$b"
+check test "$a" = "$(slot_ns 0)"
+check test "$a" != "$(readlink /proc/self/ns/net)"
+check test "$(pool_mounts)" = 1
+
+# Nothing inside can change it; seen from the host it is as made: only lo, up, with the
+# loopback's addresses.
+links0=$(nsenter --net="$POOL/net.0" ip -o link)
+addrs0=$(nsenter --net="$POOL/net.0" ip -o addr)
+routes0=$(nsenter --net="$POOL/net.0" ip route show table all)
+check attack -- netns
+check test "$(netns_of)" = "$a"
+check test "$(nsenter --net="$POOL/net.0" ip -o link | awk '{ print $2 }')" = "lo:"
+check grep -q 'state UNKNOWN\|LOWER_UP' <<<"$links0"
+check test "$(nsenter --net="$POOL/net.0" ip -o link)" = "$links0"
+check test "$(nsenter --net="$POOL/net.0" ip -o addr)" = "$addrs0"
+check test "$(nsenter --net="$POOL/net.0" ip route show table all)" = "$routes0"
+check grep -q '127.0.0.1/8' <<<"$addrs0"
+
+# A listener left running in the background by the first sandbox is killed at its teardown; the
+# next sandbox in the slot finds nothing listening and no socket at all.
+listen='import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 7777)); s.listen()
+while True: s.accept()[0].close()'
+# (7777 is 1E61; state 0A is LISTEN)
+out=$(sb_run -- /bin/sh -c 'python3 -c "$1" & until grep -q ":1E61 00000000:0000 0A" /proc/net/tcp; do :; done
+	echo listening; readlink /proc/self/ns/net' sh "$listen")
+check test "$out" = "listening
+$a"
+probe='import socket
+s = socket.socket()
+try:
+    s.connect(("127.0.0.1", 7777)); print("connected")
+except ConnectionRefusedError:
+    print("refused")
+print(open("/proc/net/sockstat").readline().strip())'
+out=$(sb_run -- /bin/sh -c 'readlink /proc/self/ns/net; python3 -c "$1"; tail -n +2 /proc/net/tcp | wc -l' sh "$probe")
+check test "$(sed -n 1p <<<"$out")" = "$a"
+check test "$(sed -n 2p <<<"$out")" = refused
+check test "$(sed -n 3p <<<"$out")" = "sockets: used 1"
+check test "$(sed -n 4p <<<"$out")" = 0
+
+# A namespace left with a socket (here TIME_WAIT, after the server closed first) is not reused:
+# the slot gets a fresh one, and the old one is unmounted.
+tw='import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(s.getsockname()); a, _ = s.accept(); a.close(); c.recv(1); c.close()
+print(open("/proc/net/sockstat").read().split("\n")[1])'
+out=$(sb_run -- /bin/sh -c 'readlink /proc/self/ns/net; python3 -c "$1"' sh "$tw")
+check test "$(sed -n 1p <<<"$out")" = "$a"
+check grep -q 'tw 1' <<<"$(sed -n 2p <<<"$out")"
+c=$(netns_of)
+check test "$c" != "$a"
+check test "$c" = "$(slot_ns 0)"
+check test "$(pool_mounts)" = 1
+
+# Sandboxes that need a namespace of their own do not touch the pool.
+check test "$(netns_of --set sysfs=true)" != "$c"
+check test "$(netns_of --set pool=false)" != "$c"
+check test "$(LAZYROOT_POOL=0 netns_of)" != "$c"
+check test "$(netns_of --allow 127.0.0.1:9)" != "$c"
+check test "$(netns_of)" = "$c"
+check test "$(pool_mounts)" = 1
+
+# Start a sandbox that prints its namespace and then waits for a line on stdin; return once it
+# printed. Sets $launcher; `exec 9>&-` lets it end.
+start_held() {
+	rm -f "$WORK/in" "$WORK/out"
+	mkfifo "$WORK/in" "$WORK/out"
+	SB_EXEC=1 sb_run -- /bin/sh -c 'readlink /proc/self/ns/net; read -r x || true' <"$WORK/in" >"$WORK/out" &
+	launcher=$!
+	_sb_count=$((_sb_count + 1))
+	exec 9>"$WORK/in" 7<"$WORK/out"
+	read -r held_ns <&7
+}
+
+# Two at once take two slots.
+start_held
+check test "$held_ns" = "$c"
+d=$(netns_of)
+check test "$d" = "$(slot_ns 1)"
+# gc --pool leaves a slot in use alone.
+out=$("$LAZYROOT" gc --pool --json)
+check test "$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["pool_busy"], j["pool_removed"])' <<<"$out")" = "1 1"
+check test "$(pool_mounts)" = 1
+exec 9>&- 7<&-
+check wait "$launcher"
+
+# A launcher killed by SIGKILL while its sandbox runs: the next launcher takes the slot with a
+# fresh namespace (the dead one's sandbox may have been alive in it), and nothing is left.
+start_held
+check test "$held_ns" = "$(slot_ns 0)"
+init=$(ps -e -o pid=,ppid= | awk -v p="$launcher" '$2 == p { print $1 }')
+kill -KILL "$launcher"
+wait "$launcher" || true
+[ -n "$init" ] && python3 -c '
+import os, select, sys
+try:
+    fd = os.pidfd_open(int(sys.argv[1]))
+except ProcessLookupError:
+    sys.exit(0)
+select.select([fd], [], [], 10)' "$init"
+exec 9>&- 7<&-
+check test "$(stat -c %Y "$POOL/net.0.lock")" = 0
+e=$(netns_of)
+check test "$e" = "$(slot_ns 0)"
+check test "$e" != "$held_ns"
+check test "$(pool_mounts)" = 1
+"$LAZYROOT" gc >/dev/null || true
+check sb_no_leftovers
+
+# gc --pool removes every idle pooled namespace and slot; plain gc keeps recent ones.
+out=$("$LAZYROOT" gc --json)
+check test "$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["pool_removed"], j["pool_kept"])' <<<"$out")" = "0 1"
+check "$LAZYROOT" gc --pool
+check test "$(pool_mounts)" = 0
+check test -z "$(ls -A "$POOL")"
+check sb_no_leftovers

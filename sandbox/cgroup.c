@@ -2,7 +2,8 @@
  * cgroup.c — one cgroup per sandbox in each hierarchy it needs, created under
  * the launcher's own cgroup (so that the launcher's own limits still bound
  * every sandbox it starts), and removed once the sandbox's last process is
- * gone.
+ * gone — or, pooled (pool.c), kept and made ready for the next sandbox
+ * (cgroups_reuse), the reports counting from baselines.
  *
  * Hybrid hosts are the norm here: memory, pids and cpu may be v1 controllers
  * (/sys/fs/cgroup/<controller>) while cgroup2 (/sys/fs/cgroup or
@@ -148,10 +149,30 @@ static int make_dir(const char *path)
 	return 0;
 }
 
-static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg)
+/* A limit of 0 (none) is written only to a reused set (reset), which may
+ * still have the limit of the sandbox before it. */
+static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg, bool reset)
 {
 	char v[64];
 	int r;
+
+	if (reset && !sb->memory && cg->path[CG_MEMORY]) {
+		r = write_attr(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.max" :
+		               "memory.limit_in_bytes", cg->v2[CG_MEMORY] ? "max" : "-1");
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': lift the memory limit", cg->path[CG_MEMORY]);
+	}
+	if (reset && !sb->pids && cg->path[CG_PIDS]) {
+		r = write_attr(cg->path[CG_PIDS], "pids.max", "max");
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': lift the pids limit", cg->path[CG_PIDS]);
+	}
+	if (reset && !(sb->cpus > 0) && cg->path[CG_CPU]) {
+		r = write_attr(cg->path[CG_CPU], cg->v2[CG_CPU] ? "cpu.max" : "cpu.cfs_quota_us",
+		               cg->v2[CG_CPU] ? "max" : "-1");
+		if (r < 0)
+			return log_errno(r, "cgroup '%s': lift the cpu limit", cg->path[CG_CPU]);
+	}
 
 	if (sb->memory) {
 		snprintf(v, sizeof(v), "%llu", (unsigned long long)sb->memory);
@@ -265,7 +286,7 @@ int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg)
 			return r;
 		}
 	}
-	r = set_limits(sb, cg);
+	r = set_limits(sb, cg, false);
 	if (r < 0) {
 		cgroups_destroy(cg);
 		return r;
@@ -291,25 +312,112 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 	return 0;
 }
 
-bool cgroups_oom_killed(const struct sandbox_cgroups *cg)
+static uint64_t oom_kills(const struct sandbox_cgroups *cg)
 {
 	if (!cg->path[CG_MEMORY])
-		return false;
+		return 0;
 	return read_key(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.events" :
-	                "memory.oom_control", "oom_kill") > 0;
+	                "memory.oom_control", "oom_kill");
+}
+
+static uint64_t pids_max_events(const struct sandbox_cgroups *cg)
+{
+	return cg->path[CG_PIDS] ? read_key(cg->path[CG_PIDS], "pids.events", "max") : 0;
+}
+
+bool cgroups_oom_killed(const struct sandbox_cgroups *cg)
+{
+	return oom_kills(cg) > cg->base_oom_kill;
 }
 
 bool cgroups_pids_hit(const struct sandbox_cgroups *cg)
 {
-	return cg->path[CG_PIDS] && read_key(cg->path[CG_PIDS], "pids.events", "max") > 0;
+	return pids_max_events(cg) > cg->base_pids_max;
 }
 
 uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg)
 {
+	uint64_t v;
+
 	if (!cg->path[CG_MEMORY])
 		return 0;
-	return read_number(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.peak" :
-	                   "memory.max_usage_in_bytes");
+	v = read_number(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.peak" :
+	                "memory.max_usage_in_bytes");
+	return v > cg->base_memory ? v - cg->base_memory : 0;
+}
+
+int cgroups_make_missing(const struct sandbox_cgroups *cg)
+{
+	bool made[CG_COUNT] = { false };
+
+	for (int i = 0; i < CG_COUNT; i++) {
+		if (!cg->path[i] || seen_before(cg, i))
+			continue;
+		if (mkdir(cg->path[i], 0755) == 0) {
+			made[i] = true;
+		} else if (errno != EEXIST) {
+			int r = log_errno(-errno, "cgroup '%s'", cg->path[i]);
+
+			for (int j = i - 1; j >= 0; j--)
+				if (made[j])
+					rmdir(cg->path[j]);
+			return r;
+		}
+	}
+	return 0;
+}
+
+int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg)
+{
+	const char *mem = cg->path[CG_MEMORY];
+
+	/* v1 resets its peak to the current usage, the charge the sandbox
+	 * starts with (base_memory), and its fail count to 0.  (A v2 memory
+	 * cgroup's peak cannot be reset for later readers: pool.c pools none.) */
+	if (mem && !cg->v2[CG_MEMORY]) {
+		(void)write_attr(mem, "memory.max_usage_in_bytes", "0");
+		(void)write_attr(mem, "memory.failcnt", "0");
+		cg->base_memory = read_number(mem, "memory.usage_in_bytes");
+	}
+	cg->base_oom_kill = oom_kills(cg);
+	cg->base_pids_max = pids_max_events(cg);
+	cg->base_cpu_usec = cg->path[CG_UNIFIED] ?
+	                    read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") : 0;
+	return set_limits(sb, cg, true);
+}
+
+/* Does the cgroup at path list no process? */
+static bool no_procs(const char *path)
+{
+	char file[PATH_MAX], buf[16];
+	_cleanup_close_ int fd = -1;
+
+	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	return fd >= 0 && read(fd, buf, sizeof(buf)) == 0;
+}
+
+bool cgroups_reusable(const struct sandbox_cgroups *cg, uint64_t max_charge)
+{
+	for (int i = 0; i < CG_COUNT; i++) {
+		if (!cg->path[i] || seen_before(cg, i))
+			continue;
+		/* The last process may take a moment to leave after it was
+		 * reaped, as for rmdir (cgroup_remove). */
+		for (int tries = 0; !no_procs(cg->path[i]); tries++) {
+			if (tries >= 500 || access(cg->path[i], F_OK) < 0)
+				return false;
+			nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
+		}
+	}
+	/* No page cache: an OOM in the next sandbox would evict it, which the
+	 * sandboxes that share it (the image's files) would then read again. */
+	if (cg->path[CG_MEMORY] &&
+	    (read_key(cg->path[CG_MEMORY], "memory.stat", cg->v2[CG_MEMORY] ? "file" : "cache") ||
+	     read_number(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.current" :
+	                 "memory.usage_in_bytes") > max_charge))
+		return false;
+	return true;
 }
 
 /* A v2 events file opened for POLLPRI: kernfs signals a change to each
@@ -392,7 +500,9 @@ double cgroups_cpu_seconds(const struct sandbox_cgroups *cg)
 {
 	if (!cg->path[CG_UNIFIED])
 		return -1;
-	return (double)read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") / 1e6;
+	uint64_t v = read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec");
+
+	return (double)(v > cg->base_cpu_usec ? v - cg->base_cpu_usec : 0) / 1e6;
 }
 
 /* Kill what is left in the cgroup at path: cgroup.kill where the kernel has

@@ -22,7 +22,8 @@
  * The init dies with the launcher (PR_SET_PDEATHSIG), and with it the whole
  * sandbox; killing the init is how the launcher ends a sandbox early.
  * Every mount lives in the sandbox's mount namespace, so teardown is the
- * init's death plus rmdir of the cgroups.
+ * init's death plus rmdir of the cgroups (or their return to the pool, with
+ * the network namespace's: pool.c).
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -464,12 +465,19 @@ static int make_name(const struct sandbox *sb, char *out, size_t len)
 	return 0;
 }
 
+/* The sandbox's processes are gone: its cgroups go, or back to the pool. */
+static int cgroups_end(struct cgroup_slot *cslot, struct sandbox_cgroups *cg)
+{
+	return cslot->lock_fd >= 0 ? cgroup_slot_release(cslot, cg) : cgroups_destroy(cg);
+}
+
 int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret)
 {
 	struct sandbox_cgroups cg;
 	struct net_state net = NET_STATE_INIT;
 	struct launch_record rec = LAUNCH_RECORD_INIT;
 	struct netns_slot nslot = NETNS_SLOT_INIT;
+	struct cgroup_slot cslot = CGROUP_SLOT_INIT;
 	_cleanup_close_ int sigfd = -1, pidfd = -1, cgfd = -1;
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, sp[2] = { -1, -1 }, rd[2];
 	struct clone_args ca = { 0 };
@@ -508,19 +516,24 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	r = launch_record_open(name, &rec);
 	if (r < 0)
 		goto close_all;
-	r = cgroups_resolve(sb, name, &cg);
-	if (r == 0) {
-		r = launch_record_add(&rec, &cg);
-		if (r < 0)
-			cgroups_forget(&cg);
+	/* Pooled cgroups are not listed in the record: they outlive the
+	 * sandbox, and a collector of this record must not touch them. */
+	r = cgroup_slot_take(sb, &cslot, &cg);
+	if (r == 0 && cslot.lock_fd < 0) {
+		r = cgroups_resolve(sb, name, &cg);
+		if (r == 0) {
+			r = launch_record_add(&rec, &cg);
+			if (r < 0)
+				cgroups_forget(&cg);
+		}
+		if (r == 0)
+			r = cgroups_make(sb, &cg);
 	}
-	if (r == 0)
-		r = cgroups_make(sb, &cg);
 	if (r < 0)
 		goto close_all;
 	r = netns_slot_take(sb, &nslot);
 	if (r < 0) {
-		cg_left = cgroups_destroy(&cg) < 0;
+		cg_left = cgroups_end(&cslot, &cg) < 0;
 		goto close_all;
 	}
 
@@ -542,7 +555,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		cgfd = open(cg.path[CG_UNIFIED], O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (cgfd < 0) {
 			r = log_errno(-errno, "cgroup '%s'", cg.path[CG_UNIFIED]);
-			cg_left = cgroups_destroy(&cg) < 0;
+			cg_left = cgroups_end(&cslot, &cg) < 0;
 			goto restore;
 		}
 		ca.flags |= CLONE_INTO_CGROUP;
@@ -553,7 +566,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	if (nslot.lock_fd >= 0) {
 		r = netns_slot_enter(&nslot);
 		if (r < 0) {
-			cg_left = cgroups_destroy(&cg) < 0;
+			cg_left = cgroups_end(&cslot, &cg) < 0;
 			goto restore;
 		}
 	} else {
@@ -569,6 +582,8 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		/* The record's and the slot's locks must end with the launcher, not
 		 * with its init. */
 		close(rec.fd);
+		if (cslot.lock_fd >= 0)
+			close(cslot.lock_fd);
 		if (nslot.lock_fd >= 0) {
 			close(nslot.lock_fd);
 			close(nslot.ns_fd);
@@ -592,7 +607,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 			r = r2;
 	}
 	if (r < 0) {
-		cg_left = cgroups_destroy(&cg) < 0;
+		cg_left = cgroups_end(&cslot, &cg) < 0;
 		goto restore;
 	}
 	close_fd(&sp[1]);
@@ -629,7 +644,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	if (!w.killed && cgroups_oom_killed(&cg))
 		w.killed_by = SANDBOX_KILL_MEMORY;
 	netpolicy_teardown(&net);
-	cg_left = cgroups_destroy(&cg) < 0;
+	cg_left = cgroups_end(&cslot, &cg) < 0;
 
 	if (r == 0 && !ready && !w.killed) {
 		/* The init printed why on stderr. */

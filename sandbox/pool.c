@@ -1,6 +1,8 @@
 /*
- * pool.c — a node-wide pool of network namespaces for sandboxes that have
- * only their loopback (the default: no allowlist, no sysfs).
+ * pool.c — node-wide pools of network namespaces (for sandboxes that have
+ * only their loopback: the default, no allowlist, no sysfs) and of cgroups
+ * (for every sandbox, on hosts whose memory controller is v1 or absent).
+ * sandbox/POLICY.md, "Pools", describes both for operators.
  *
  * Creating a network namespace registers its loopback in sysfs and sysctl,
  * and its teardown (cleanup_net, in a kworker after the last user is gone)
@@ -327,6 +329,199 @@ void netns_slot_release(struct netns_slot *s)
 	netns_slot_init(s);
 }
 
+/* ---- cgroups ------------------------------------------------------------ */
+
+/*
+ * A v1 memory cgroup costs the most of a sandbox's cgroups: its creation
+ * allocates shrinker maps sized by every superblock on the node, and its
+ * offlining and freeing (in kworkers, after the rmdir) walk them again.  A
+ * slot (cg.N.lock) is a set of directories, one per hierarchy, that the next
+ * sandbox reuses once the one before has no process left in it and holds at
+ * most POOL_CG_MAX_CHARGE bytes: emptying a memory cgroup (force_empty)
+ * reclaims and runs every shrinker, dearer than a new cgroup (6-9 ms here).
+ * The lock file lists the directories, which sit under the cgroup of the
+ * launcher that made them; a launcher under another cgroup remakes them
+ * under its own.
+ */
+
+/* A slot's directories are named lazyroot-pool-HASH.N, HASH of the pool's
+ * directory: pools of different directories (tests keep their own) never
+ * share cgroups under one parent. */
+static void slot_name(int index, char *out, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = pool_dir(); *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	snprintf(out, len, "lazyroot-pool-%08x.%d", h, index);
+}
+
+/* The "cgroup PATH" lines a slot's lock file lists: the directories of the
+ * slot as its last taker made them (the launcher's own cgroup, under which
+ * they sit, may differ between launchers). */
+static int slot_paths(const struct sandbox_cgroups *cg, struct buf *b)
+{
+	for (int i = 0; i < CG_COUNT; i++) {
+		bool dup = false;
+
+		for (int j = 0; j < i && cg->path[i]; j++)
+			dup = dup || (cg->path[j] && !strcmp(cg->path[j], cg->path[i]));
+		if (cg->path[i] && !dup && buf_printf(b, "cgroup %s\n", cg->path[i]) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Remove the directories the lock file fd lists, killing what is still in
+ * them; only paths under /sys/fs/cgroup named as slot index's are touched.
+ * 0 when all are gone. */
+static int remove_listed(int fd, int index)
+{
+	char buf[4096], want[48];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	int r = 0;
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	slot_name(index, want, sizeof(want));
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		const char *path = l + 7, *base = strrchr(l, '/');
+
+		if (strncmp(l, "cgroup /sys/fs/cgroup/", 22) || strstr(path, "/../") || !base ||
+		    strcmp(base + 1, want))
+			continue;
+		if (cgroup_remove(path, true) < 0)
+			r = -EBUSY;
+	}
+	return r;
+}
+
+static int slot_index(const char *name, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	char *end;
+	long i;
+
+	if (strncmp(name, prefix, n))
+		return -1;
+	i = strtol(name + n, &end, 10);
+	return end != name + n && !strcmp(end, ".lock") && i >= 0 && i < 100000 ? (int)i : -1;
+}
+
+int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct sandbox_cgroups *cg)
+{
+	_cleanup_close_ int dfd = -1;
+	int n = pool_size();
+
+	*s = (struct cgroup_slot)CGROUP_SLOT_INIT;
+	/* With an allowlist, BPF programs go on the cgroup2 directory, which
+	 * then stays the sandbox's own and named after it (for operators, and
+	 * the links die with the launcher either way). */
+	if (!pool_enabled(sb) || netpolicy_start_allow(sb) > 0)
+		return 0;
+	dfd = open_pool_dir(true);
+	if (dfd < 0)
+		return log_errno(dfd, "pool: directory '%s'", pool_dir());
+	for (int i = 0; i < n; i++) {
+		_cleanup_(buf_freep) struct buf want = BUF_INIT;
+		char lock[32], name[48], have[4096];
+		struct stat st;
+		ssize_t len;
+		int fd, r;
+
+		snprintf(lock, sizeof(lock), "cg.%d.lock", i);
+		fd = lock_slot(dfd, lock, true);
+		if (fd == -EBUSY || fd == -EAGAIN)
+			continue;
+		if (fd < 0)
+			return log_errno(fd, "pool: '%s/%s'", pool_dir(), lock);
+		slot_name(i, name, sizeof(name));
+		r = cgroups_resolve(sb, name, cg);
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
+		/* A v2 memory cgroup's peak cannot be reset for the next reader. */
+		if (cg->path[CG_MEMORY] && cg->v2[CG_MEMORY]) {
+			cgroups_forget(cg);
+			close(fd);
+			return 0;
+		}
+		if (slot_paths(cg, &want) < 0) {
+			cgroups_forget(cg);
+			close(fd);
+			return -ENOMEM;
+		}
+		len = pread(fd, have, sizeof(have), 0);
+		/* A dead launcher's slot (mtime 0: its sandbox may still be in
+		 * it), or one made under another launcher's cgroup: start over. */
+		if ((fstat(fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0) ||
+		    len != (ssize_t)want.len || memcmp(have, want.data, want.len)) {
+			if (remove_listed(fd, i) < 0) {
+				cgroups_forget(cg);
+				close(fd);
+				continue;   /* left dirty for gc; try the next slot */
+			}
+			if (len != (ssize_t)want.len || memcmp(have, want.data, want.len)) {
+				if (pwrite(fd, want.data, want.len, 0) != (ssize_t)want.len ||
+				    ftruncate(fd, (off_t)want.len) < 0) {
+					r = log_errno(-errno, "pool: '%s/%s'", pool_dir(), lock);
+					cgroups_forget(cg);
+					close(fd);
+					return r;
+				}
+			}
+		}
+		/* In use from now on (mtime 0), until released. */
+		r = futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0 ? -errno : 0;
+		if (r == 0)
+			r = cgroups_make_missing(cg);
+		if (r == 0)
+			r = cgroups_reuse(sb, cg);
+		if (r < 0) {
+			/* E.g. a memory limit below what the slot is still charged:
+			 * remove the slot's directories, use cgroups of the sandbox's
+			 * own. */
+			if (remove_listed(fd, i) == 0)
+				futimens(fd, NULL);
+			cgroups_forget(cg);
+			close(fd);
+			return 0;
+		}
+		s->lock_fd = fd;
+		s->index = i;
+		return 0;
+	}
+	return 0;   /* every slot in use: cgroups of the sandbox's own */
+}
+
+int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
+{
+	int r = 0;
+
+	if (s->lock_fd < 0)
+		return 0;
+	if (cgroups_reusable(cg, POOL_CG_MAX_CHARGE)) {
+		futimens(s->lock_fd, NULL);
+	} else {
+		for (int i = CG_COUNT - 1; i >= 0; i--) {
+			bool dup = false;
+
+			for (int j = 0; j < i && cg->path[i]; j++)
+				dup = dup || (cg->path[j] && !strcmp(cg->path[j], cg->path[i]));
+			if (cg->path[i] && !dup && cgroup_remove(cg->path[i], true) < 0)
+				r = -EBUSY;
+		}
+		if (r == 0)
+			futimens(s->lock_fd, NULL);   /* gone: made afresh by the next taker */
+	}
+	cgroups_forget(cg);
+	close(s->lock_fd);
+	*s = (struct cgroup_slot)CGROUP_SLOT_INIT;
+	return r;
+}
+
 int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 {
 	_cleanup_close_ int dfd = open_pool_dir(false);
@@ -350,8 +545,9 @@ int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 		struct stat st;
 		int fd;
 
-		if (strncmp(e->d_name, "net.", 4) || len < 6 || len >= sizeof(ns) ||
-		    strcmp(e->d_name + len - 5, ".lock"))
+		int cg_index = slot_index(e->d_name, "cg.");
+
+		if (cg_index < 0 && (slot_index(e->d_name, "net.") < 0 || len >= sizeof(ns)))
 			continue;
 		fd = lock_slot(dirfd(d), e->d_name, false);
 		if (fd == -EBUSY) {
@@ -364,6 +560,17 @@ int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 		    (double)(now.tv_sec - st.st_mtim.tv_sec) < max_idle) {
 			res.kept++;
 			close(fd);
+			continue;
+		}
+		if (cg_index >= 0) {
+			if (remove_listed(fd, cg_index) < 0) {
+				res.failed++;
+				close(fd);
+				continue;
+			}
+			unlinkat(dirfd(d), e->d_name, 0);
+			close(fd);
+			res.removed++;
 			continue;
 		}
 		memcpy(ns, e->d_name, len - 5);

@@ -101,6 +101,9 @@ enum { CG_MEMORY, CG_PIDS, CG_CPU, CG_UNIFIED, CG_COUNT };
 struct sandbox_cgroups {
 	char *path[CG_COUNT];
 	bool v2[CG_COUNT];
+	/* Counters a reused (pooled) set had at the start: the reports count
+	 * from these.  All 0 for a set made for the sandbox. */
+	uint64_t base_oom_kill, base_pids_max, base_memory, base_cpu_usec;
 };
 
 /* The paths of the sandbox's cgroups: one named name under the launcher's own
@@ -153,6 +156,18 @@ double cgroups_cpu_seconds(const struct sandbox_cgroups *cg);
 int cgroups_destroy(struct sandbox_cgroups *cg);
 /* Free the paths only. */
 void cgroups_forget(struct sandbox_cgroups *cg);
+/* Make the directories cg names that do not exist yet.  On failure the
+ * ones made are removed again (the paths stay). */
+int cgroups_make_missing(const struct sandbox_cgroups *cg);
+/* Ready an existing set whose processes are all gone for the next sandbox:
+ * its peak and fail counters reset, the counters that cannot be reset read
+ * as baselines, the limits of sb written. */
+int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg);
+/* Are the set's directories all there and free of processes (waiting up to
+ * a second for the last to leave), and does its memory cgroup hold no page
+ * cache and at most max_charge bytes?  A v1 memory cgroup keeps the charge
+ * of page cache and kernel objects its processes were first to use. */
+bool cgroups_reusable(const struct sandbox_cgroups *cg, uint64_t max_charge);
 /* Remove one cgroup directory, first killing what is still in it when
  * kill_first; waits up to a second for the last process to leave.  A
  * directory that is already gone is success. */
@@ -205,6 +220,26 @@ int netns_slot_leave(struct netns_slot *s);
  * holds no socket, else unmount it (the slot gets a fresh one next time);
  * release the lock.  Safe on an untaken slot. */
 void netns_slot_release(struct netns_slot *s);
+
+/* A pooled set of cgroups (memory, pids, cpu and cgroup2 directories named
+ * lazyroot-pool-HASH.N under the launcher's own) held by one launcher. */
+struct cgroup_slot {
+	int lock_fd;            /* -1: the sandbox's cgroups are its own */
+	int index;
+};
+#define CGROUP_SLOT_INIT { -1, -1 }
+/* The most a pooled memory cgroup may still be charged (kernel objects its
+ * sandboxes were first to use: dentries, inodes) and be used again. */
+#define POOL_CG_MAX_CHARGE (8u << 20)
+/* Take a free cgroup slot when pooling is on, the policy has no allowlist
+ * and the memory controller is v1 (or absent): *cg gets its paths, its directories exist and are ready
+ * (cgroups_reuse).  0 with s->lock_fd -1 when the sandbox must get cgroups
+ * of its own; -errno (logged). */
+int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct sandbox_cgroups *cg);
+/* Once the sandbox is gone: keep the slot's directories for the next taker
+ * when cgroups_reusable (POOL_CG_MAX_CHARGE), else remove them; frees the
+ * paths of cg.  -EBUSY (logged) when a directory could not be removed. */
+int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg);
 
 /* ---- the filesystem (setup.c) ------------------------------------------- */
 

@@ -11,7 +11,8 @@
  * unless an allowlist (enforced by cgroup BPF) opens a path to given
  * addresses; a running sandbox can be tightened by stages.  Every mount
  * lives in the sandbox's own mount namespace and dies with it; the launcher
- * removes the sandbox's cgroups once its last process is gone.
+ * removes the sandbox's cgroups once its last process is gone, or puts them
+ * back in the node's pool, as it does a pooled network namespace (pool.c).
  *
  * What a sandbox may do is its policy: a set of named fields, each with a
  * default, documented in sandbox/POLICY.md.  Fields are set from a policy file

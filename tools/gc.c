@@ -90,7 +90,6 @@ int cmd_gc(int argc, char **argv)
 		       "\"pool_busy\":%u}\n", res.live, res.failed + pres.failed, pres.removed,
 		       pres.kept, pres.busy);
 	else if (pres.removed)
-		printf("removed %u pooled network namespace%s\n", pres.removed,
-		       pres.removed == 1 ? "" : "s");
+		printf("removed %u idle pool slot%s\n", pres.removed, pres.removed == 1 ? "" : "s");
 	return r < 0 || rp < 0 ? 1 : 0;
 }

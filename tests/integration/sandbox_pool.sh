@@ -13,8 +13,7 @@ need_cmd nsenter ip
 workdir
 export LAZYROOT_RECORD_DIR=$WORK/launchers
 SB_RECORDS=$LAZYROOT_RECORD_DIR
-export LAZYROOT_POOL_DIR=$WORK/pool
-POOL=$LAZYROOT_POOL_DIR
+POOL=$LAZYROOT_POOL_DIR   # the test's own (tests/lib/sandbox.sh)
 # Whatever happens, unmount the pool's namespaces before $WORK goes.
 _pool_cleanup() {
 	local m
@@ -116,13 +115,52 @@ d=$(netns_of)
 check test "$d" = "$(slot_ns 1)"
 # gc --pool leaves a slot in use alone.
 out=$("$LAZYROOT" gc --pool --json)
-check test "$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["pool_busy"], j["pool_removed"])' <<<"$out")" = "1 1"
+check test "$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["pool_busy"], j["pool_removed"])' <<<"$out")" = "2 2"
 check test "$(pool_mounts)" = 1
 exec 9>&- 7<&-
 check wait "$launcher"
 
+# Cgroups come from the pool too: slot 0's directories (lazyroot-pool-HASH.0 under this shell's
+# own cgroups) stay between sandboxes, and each sandbox's report counts only its own peak memory,
+# OOM kill and refused fork. (A slot whose memory cgroup was charged for page cache is not
+# reused: these sandboxes use only sh, head, tr and sleep, read once first outside the pool, and
+# a memory hog made of a shell variable.)
+memdir=$(awk '$1 == "cgroup" && $2 ~ "^/sys/fs/cgroup/memory/" { print $2 }' "$POOL/cg.0.lock")
+check test -d "$memdir"
+check grep -q '^lazyroot-pool-[0-9a-f]\{8\}\.0$' <<<"$(basename "$memdir")"
+slotdirs=$(awk '$1 == "cgroup" { print $2 }' "$POOL/cg.0.lock")
+check test "$(wc -l <<<"$slotdirs")" -ge 2
+peak() { json_field "$1" memory_peak; }
+hog='x=$(head -c "$1" /dev/zero | tr "\0" a); echo ${#x}'
+sb_run --set pool=false -- /bin/sh -c "$hog; sleep 0 & wait" sh 1M >/dev/null
+memino=$(stat -c %i "$memdir")
+check sb_run --json="$WORK/big.json" -- /bin/sh -c "$hog" sh 100M
+check test "$(peak "$WORK/big.json")" -ge $((100 << 20))
+check test "$(stat -c %i "$memdir")" = "$memino"
+check sb_run --json="$WORK/small.json" -- /bin/true
+check test "$(peak "$WORK/small.json")" -lt $((16 << 20))
+check test "$(stat -c %i "$memdir")" = "$memino"
+check_status 137 sb_run --json="$WORK/oom.json" --memory 64M --set tmpfs_size=16M -- /bin/sh -c "$hog" sh 200M
+check test "$(json_field "$WORK/oom.json" killed_by)" = memory
+check test "$(stat -c %i "$memdir")" = "$memino"
+check sb_run --json="$WORK/after-oom.json" -- /bin/true
+check test "$(json_field "$WORK/after-oom.json" killed_by)" = null
+check test "$(stat -c %i "$memdir")" = "$memino"
+sb_run --json="$WORK/pids.json" --pids 8 --set kill_on_pids_limit=false -- /bin/sh -c \
+	'i=0; while [ $i -lt 16 ]; do sleep 10 & i=$((i + 1)); done' 2>/dev/null || true
+check test "$(json_field "$WORK/pids.json" pids_limit_hit)" = true
+check test "$(stat -c %i "$memdir")" = "$memino"
+check sb_run --json="$WORK/after-pids.json" -- /bin/true
+check test "$(json_field "$WORK/after-pids.json" pids_limit_hit)" = false
+check test "$(json_field "$WORK/after-pids.json" killed_by)" = null
+check test "$(stat -c %i "$memdir")" = "$memino"
+# pool = false: cgroups named after the sandbox, removed at its end; the slot stays as it was.
+check sb_run --set pool=false -- /bin/true
+check test "$(stat -c %i "$memdir")" = "$memino"
+
 # A launcher killed by SIGKILL while its sandbox runs: the next launcher takes the slot with a
-# fresh namespace (the dead one's sandbox may have been alive in it), and nothing is left.
+# fresh namespace and fresh cgroups (the dead one's sandbox may have been alive in them), and
+# nothing is left.
 start_held
 check test "$held_ns" = "$(slot_ns 0)"
 init=$(ps -e -o pid=,ppid= | awk -v p="$launcher" '$2 == p { print $1 }')
@@ -137,17 +175,21 @@ except ProcessLookupError:
 select.select([fd], [], [], 10)' "$init"
 exec 9>&- 7<&-
 check test "$(stat -c %Y "$POOL/net.0.lock")" = 0
+check test "$(stat -c %Y "$POOL/cg.0.lock")" = 0
 e=$(netns_of)
+check test "$(stat -c %i "$memdir")" != "$memino"
+check test -z "$(cat "$memdir/cgroup.procs")"
 check test "$e" = "$(slot_ns 0)"
 check test "$e" != "$held_ns"
 check test "$(pool_mounts)" = 1
 "$LAZYROOT" gc >/dev/null || true
 check sb_no_leftovers
 
-# gc --pool removes every idle pooled namespace and slot; plain gc keeps recent ones.
+# gc --pool removes every idle pooled namespace and cgroup slot; plain gc keeps recent ones.
 out=$("$LAZYROOT" gc --json)
-check test "$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["pool_removed"], j["pool_kept"])' <<<"$out")" = "0 1"
+check test "$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["pool_removed"], j["pool_kept"])' <<<"$out")" = "0 2"
 check "$LAZYROOT" gc --pool
 check test "$(pool_mounts)" = 0
 check test -z "$(ls -A "$POOL")"
+for d in $slotdirs; do check test ! -e "$d"; done
 check sb_no_leftovers

@@ -11,6 +11,9 @@ workdir
 # Launcher records of our own: a launcher of another test on this host collects stale records
 # when it starts, and would race this test's gc for its killed sandboxes.
 export LAZYROOT_RECORD_DIR=$WORK/launchers
+# Cgroups named after each sandbox, listed in its launcher's record: pooled ones (the default)
+# outlive the sandbox and their teardown is tests/integration/sandbox_pool.sh's.
+export LAZYROOT_POOL=0
 SB_RECORDS=$LAZYROOT_RECORD_DIR
 
 # Start a sandbox whose command announces itself on stdout, then runs CMD; return once announced.

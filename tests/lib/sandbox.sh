@@ -41,6 +41,10 @@ attack() {
 }
 
 SB_RECORDS=${LAZYROOT_RECORD_DIR:-/run/lazyroot/launchers}
+# A pool of the test's own (sandbox/POLICY.md, "Pools"), emptied at exit: pooled namespaces and
+# cgroups outlive the sandboxes that used them, but not the test.
+_SB_POOL=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-pool.XXXXXX")
+export LAZYROOT_POOL_DIR=$_SB_POOL
 
 sb_no_leftovers() {
 	local procs cgroups mounts records
@@ -64,6 +68,8 @@ json_field() {
 # launcher killed by SIGKILL cannot remove its own; `lazyroot gc` would, but a failed test must
 # not depend on it).
 _sb_cleanup() {
+	LAZYROOT_POOL_DIR=$_SB_POOL "$LAZYROOT" gc --pool >/dev/null 2>&1
+	rmdir "$_SB_POOL" 2>/dev/null
 	find /sys/fs/cgroup -maxdepth 8 -depth -type d -name "$SB_NAME-*" -exec rmdir {} + 2>/dev/null
 	rm -f "$SB_RECORDS/$SB_NAME-"* 2>/dev/null
 	return 0

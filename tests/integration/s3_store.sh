@@ -14,7 +14,10 @@
 #  6. credentials from a shared credentials file (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE),
 #     for a user whose access key and secret hold ':' (radosgw-admin allows it);
 #  7. mirrors mixing http and s3: an http mirror that is down before the s3 store, and an s3
-#     prefix without the image before an nginx copy of it; the mount serves every byte.
+#     prefix without the image before an nginx copy of it; the mount serves every byte;
+#  8. an access profile recorded from an s3 mount, pushed to the s3 store (the object
+#     profiles/<index hex> beside the image), shown from it, and followed by a mount with an
+#     empty cache: chunks fetched for the profile before the reader asks, every byte right.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/nginx.sh"
 . "$(dirname "$0")/../lib/rgw.sh"
@@ -159,3 +162,26 @@ for mirrors in "$nginx_dead,$store" "s3://$RGW_BUCKET/images/empty,$NGINX_URL"; 
 	check test "$failovers" -gt 0
 	unmount_it
 done
+
+# --- 8. an access profile in the s3 store
+cache=$WORK/cache-rec
+big="files/random-5m files/random-3m files/exact-1m files/repeated-text-2m"
+check "$LAZYROOT" mount lib/tree:1 "$mnt" --store "$store" --cache "$cache" --record-profile "$WORK/prof"
+for f in $big; do check cmp "$src/$f" "$mnt/$f"; done
+unmount_it
+check "$LAZYROOT" profile push lib/tree:1 "$WORK/prof" --store "$store"
+hex=$("$LAZYROOT" image inspect lib/tree:1 --store "$store" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["index"])')
+check s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -o /dev/null -I \
+	"$RGW_ENDPOINT/$RGW_BUCKET/images/test/profiles/$hex"
+show=$("$LAZYROOT" profile show lib/tree:1 --store "$store")
+log "profile in s3: $show"
+check grep -q "1 traces" <<<"$show"
+cache=$WORK/cache-follow
+check "$LAZYROOT" mount lib/tree:1 "$mnt" --store "$store" --cache "$cache"
+for f in $big; do check cmp "$src/$f" "$mnt/$f"; done
+pf=$("$LAZYROOT" cache stats --cache "$cache" --json |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["profile_fetches"])')
+log "followed over s3: $pf chunks fetched for the profile"
+check test "$pf" -gt 0
+unmount_it

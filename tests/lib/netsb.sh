@@ -49,6 +49,7 @@ sb_start() {
 
 _sb_kill() {
 	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true   # its pooled slots are free again once it is gone
 }
 
 sb_ask() {

@@ -68,7 +68,13 @@ json_field() {
 # launcher killed by SIGKILL cannot remove its own; `lazyroot gc` would, but a failed test must
 # not depend on it).
 _sb_cleanup() {
-	LAZYROOT_POOL_DIR=$_SB_POOL "$LAZYROOT" gc --pool >/dev/null 2>&1
+	local try
+	# A launcher still ending (killed by an earlier cleanup) holds its slots for a moment.
+	for try in $(seq 50); do
+		LAZYROOT_POOL_DIR=$_SB_POOL "$LAZYROOT" gc --pool --json 2>/dev/null |
+			grep -q '"pool_busy":0' && break
+		sleep 0.1
+	done
 	rmdir "$_SB_POOL" 2>/dev/null
 	find /sys/fs/cgroup -maxdepth 8 -depth -type d -name "$SB_NAME-*" -exec rmdir {} + 2>/dev/null
 	rm -f "$SB_RECORDS/$SB_NAME-"* 2>/dev/null

@@ -84,14 +84,9 @@ struct fs_backing_map {
  * smaller ones gain nothing worth an object on disk. */
 #define FS_PT_MIN (1 << 20)
 /* After a read reaches the end of a passthrough candidate, the object is
- * asked for once no READ has come for FS_PT_DELAY_NS (the chunks just
- * fetched are still being written when the read is answered, and making an
- * object copies and re-hashes the whole file: during a cold start that CPU
- * is taken from the workload, 10-25 ms of a cold gcc start on 2 cores), but
- * not later than FS_PT_LATEST_NS after the read, so that a mount that is
- * never idle still gets its objects. */
+ * asked for this much later: the chunks just fetched are still being
+ * written to the cache disk when the read is answered. */
 #define FS_PT_DELAY_NS (100ULL * 1000000)
-#define FS_PT_LATEST_NS (2000ULL * 1000000)
 #define FS_OPEN_BUCKETS 256
 /* fi->fh of an open: whether the daemon counts it, and how it is served. */
 #define FS_FH_UNTRACKED 0
@@ -186,7 +181,6 @@ struct fs {
 	bool pt_on;                     /* passthrough negotiated: OPEN is answered */
 	int32_t reply_backing_id;       /* > 0: the OPEN reply being sent passes through */
 	unsigned timers;                /* FS_PT_DELAY timers pending (they hold f) */
-	uint64_t last_read_ns;          /* now_ns() of the latest READ */
 	unsigned opens_waiting;         /* OPENs waiting for an object's check */
 	struct fs_open_state *opens[FS_OPEN_BUCKETS];
 	bool closing;                   /* fs_free() has begun: start no prefetch */
@@ -783,27 +777,15 @@ static int whole_file(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, vo
 struct fs_whole_later {
 	struct fs *f;
 	uint64_t ino, size;
-	uint64_t latest_ns;             /* made by then, idle or not */
 };
 
 static void whole_later_cb(void *ud, int res)
 {
 	struct fs_whole_later *w = ud;
-	struct fs *f = w->f;
-	uint64_t now = now_ns(), idle_at = f->last_read_ns + FS_PT_DELAY_NS;
 
-	f->timers--;
-	if (!f->pt_on || f->finished) {
-		free(w);
-		return;
-	}
-	/* reads are still arriving: wait for a quiet spell */
-	if (now < idle_at && now < w->latest_ns &&
-	    loop_timer(f->p.loop, MIN(idle_at, w->latest_ns) - now, whole_later_cb, w) >= 0) {
-		f->timers++;
-		return;
-	}
-	(void)whole_file(f, w->ino, w->size, NULL, NULL);
+	w->f->timers--;
+	if (w->f->pt_on && !w->f->finished)
+		(void)whole_file(w->f, w->ino, w->size, NULL, NULL);
 	free(w);
 }
 
@@ -815,7 +797,7 @@ static void whole_file_soon(struct fs *f, uint64_t ino, uint64_t size)
 
 	if (!w)
 		return;
-	*w = (struct fs_whole_later){ f, ino, size, now_ns() + FS_PT_LATEST_NS };
+	*w = (struct fs_whole_later){ f, ino, size };
 	if (loop_timer(f->p.loop, FS_PT_DELAY_NS, whole_later_cb, w) < 0) {
 		free(w);
 		return;
@@ -1298,7 +1280,6 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	f->last_read_ns = now_ns();
 	rd->f = f;
 	rd->req = req;
 	rd->len = size;

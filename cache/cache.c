@@ -1521,11 +1521,11 @@ static bool chunk_on_disk(void *ud, const struct cache_chunk *ch)
 }
 
 int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
-                    cache_cb cb, void *ud)
+                    bool make, cache_cb cb, void *ud)
 {
 	if (!c->wf)
 		return -ENOENT;
-	return wfiles_get(c->wf, pieces, npieces, chunk_on_disk, c, cb, ud);
+	return wfiles_get(c->wf, pieces, npieces, make ? chunk_on_disk : NULL, c, cb, ud);
 }
 
 void cache_note_passthrough(struct cache *c)

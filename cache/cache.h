@@ -176,7 +176,8 @@ struct cache_piece {
  *  -EAGAIN   the object is being made (or checked, cb NULL) on a worker
  *            thread now; a later call may succeed;
  *  -ENOENT   it cannot be made now: a chunk of it is not on the cache disk
- *            (nothing was started), or making it failed for good;
+ *            or make is false (nothing was started), or making it failed
+ *            for good;
  *  -EINVAL, -ENOMEM.
  * An object is made when every chunk is on disk (each re-hashed as it is
  * copied), and one found on disk is re-hashed once per daemon before first
@@ -184,7 +185,7 @@ struct cache_piece {
  * while its file is served from the chunks).  Cost on the loop: O(npieces).
  */
 int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
-                    cache_cb cb, void *ud);
+                    bool make, cache_cb cb, void *ud);
 /* Count an open that the kernel serves from a whole-file object. */
 void cache_note_passthrough(struct cache *c);
 

@@ -538,6 +538,8 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 		 * evicted as soon as made */
 		if (size > w->limit / WF_LIMIT_SHARE)
 			return -ENOENT;
+		if (!have)
+			return -ENOENT;
 		for (unsigned i = 0; i < npieces; i++)
 			if (!have(ud, &pieces[i].ch))
 				return -ENOENT;

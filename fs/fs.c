@@ -84,9 +84,14 @@ struct fs_backing_map {
  * smaller ones gain nothing worth an object on disk. */
 #define FS_PT_MIN (1 << 20)
 /* After a read reaches the end of a passthrough candidate, the object is
- * asked for this much later: the chunks just fetched are still being
- * written to the cache disk when the read is answered. */
+ * asked for once no READ has come for FS_PT_DELAY_NS (the chunks just
+ * fetched are still being written when the read is answered, and making an
+ * object copies and re-hashes the whole file: during a cold start that CPU
+ * is taken from the workload on a 2-core node), but
+ * not later than FS_PT_LATEST_NS after the read, so that a mount that is
+ * never idle still gets its objects. */
 #define FS_PT_DELAY_NS (100ULL * 1000000)
+#define FS_PT_LATEST_NS (2000ULL * 1000000)
 #define FS_OPEN_BUCKETS 256
 /* fi->fh of an open: whether the daemon counts it, and how it is served. */
 #define FS_FH_UNTRACKED 0
@@ -181,6 +186,7 @@ struct fs {
 	bool pt_on;                     /* passthrough negotiated: OPEN is answered */
 	int32_t reply_backing_id;       /* > 0: the OPEN reply being sent passes through */
 	unsigned timers;                /* FS_PT_DELAY timers pending (they hold f) */
+	uint64_t last_read_ns;          /* now_ns() of the latest READ */
 	unsigned opens_waiting;         /* OPENs waiting for an object's check */
 	struct fs_open_state *opens[FS_OPEN_BUCKETS];
 	bool closing;                   /* fs_free() has begun: start no prefetch */
@@ -518,7 +524,8 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_piece **ret,
                        unsigned *ret_n);
-static int whole_file(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud);
+static int whole_file(struct fs *f, uint64_t ino, uint64_t size, bool make, cache_cb cb,
+                      void *ud);
 
 static struct fs_open_state **open_slot(struct fs *f, uint64_t ino)
 {
@@ -535,7 +542,7 @@ static struct fs_open_state **open_slot(struct fs *f, uint64_t ino)
 static int backing_open(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud)
 {
 	struct fs_backing_map map = { 0 };
-	int r = whole_file(f, ino, size, cb, ud);
+	int r = whole_file(f, ino, size, false, cb, ud);
 
 	if (r < 0)
 		return r;
@@ -591,8 +598,9 @@ static void open_resume(void *ud, int res)
  * kernel gets FOPEN_PASSTHROUGH when its object is ready; an object left by
  * an earlier daemon is checked first, and the OPEN waits for that (may_wait;
  * the hash of a 33 MB file takes ~10 ms warm), since the first open of a
- * file is usually the one that reads it.  An object still to be made is not
- * waited for: the file is served from the chunks meanwhile.
+ * file is usually the one that reads it.  An OPEN never starts making an
+ * object (whole_file_soon does, once reads pause): the file is served from
+ * the chunks meanwhile.
  */
 static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
                         bool may_wait)
@@ -763,7 +771,8 @@ static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_p
 }
 
 /* cache_file_open() for file ino of size bytes. */
-static int whole_file(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud)
+static int whole_file(struct fs *f, uint64_t ino, uint64_t size, bool make, cache_cb cb,
+                      void *ud)
 {
 	_cleanup_free_ struct cache_piece *v = NULL;
 	unsigned n = 0;
@@ -771,21 +780,33 @@ static int whole_file(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, vo
 
 	if (r < 0)
 		return r;
-	return cache_file_open(f->p.cache, v, n, cb, ud);
+	return cache_file_open(f->p.cache, v, n, make, cb, ud);
 }
 
 struct fs_whole_later {
 	struct fs *f;
 	uint64_t ino, size;
+	uint64_t latest_ns;             /* made by then, idle or not */
 };
 
 static void whole_later_cb(void *ud, int res)
 {
 	struct fs_whole_later *w = ud;
+	struct fs *f = w->f;
+	uint64_t now = now_ns(), idle_at = f->last_read_ns + FS_PT_DELAY_NS;
 
-	w->f->timers--;
-	if (w->f->pt_on && !w->f->finished)
-		(void)whole_file(w->f, w->ino, w->size, NULL, NULL);
+	f->timers--;
+	if (!f->pt_on || f->finished) {
+		free(w);
+		return;
+	}
+	/* reads are still arriving: wait for a quiet spell */
+	if (now < idle_at && now < w->latest_ns &&
+	    loop_timer(f->p.loop, MIN(idle_at, w->latest_ns) - now, whole_later_cb, w) >= 0) {
+		f->timers++;
+		return;
+	}
+	(void)whole_file(f, w->ino, w->size, true, NULL, NULL);
 	free(w);
 }
 
@@ -797,7 +818,7 @@ static void whole_file_soon(struct fs *f, uint64_t ino, uint64_t size)
 
 	if (!w)
 		return;
-	*w = (struct fs_whole_later){ f, ino, size };
+	*w = (struct fs_whole_later){ f, ino, size, now_ns() + FS_PT_LATEST_NS };
 	if (loop_timer(f->p.loop, FS_PT_DELAY_NS, whole_later_cb, w) < 0) {
 		free(w);
 		return;
@@ -1280,6 +1301,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	f->last_read_ns = now_ns();
 	rd->f = f;
 	rd->req = req;
 	rd->len = size;

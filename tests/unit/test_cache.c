@@ -936,7 +936,7 @@ static int file_open_wait(struct cache *c, const struct cache_piece *p, unsigned
 	int r;
 
 	for (int i = 0; i < 10000; i++) {
-		r = cache_file_open(c, p, n, NULL, NULL);
+		r = cache_file_open(c, p, n, true, NULL, NULL);
 		if (r != -EAGAIN)
 			return r;
 		if (loop_run_once(loop, true) == 0)
@@ -1007,11 +1007,14 @@ static void test_cache__whole_file_objects(void **state)
 	c = open_cache(64 << 20, 1 << 20);
 	st = stats();
 	/* nothing cached: nothing started */
-	assert_int_equal(cache_file_open(c, p, 3, NULL, NULL), -ENOENT);
+	assert_int_equal(cache_file_open(c, p, 3, true, NULL, NULL), -ENOENT);
 	for (unsigned i = 0; i < 3; i++)
 		assert_int_equal(cache_prefetch(c, store, &p[i].ch, -1, res_cb, &r), 0);
 	drain();
-	assert_int_equal(cache_file_open(c, p, 3, NULL, NULL), -EAGAIN);
+	/* asked only to use one: none is made */
+	assert_int_equal(cache_file_open(c, p, 3, false, NULL, NULL), -ENOENT);
+	assert_int_equal(st->files_made, 0);
+	assert_int_equal(cache_file_open(c, p, 3, true, NULL, NULL), -EAGAIN);
 	fd = file_open_wait(c, p, 3);
 	assert_true(fd >= 0);
 	fd_equal(fd, want, len);
@@ -1022,12 +1025,12 @@ static void test_cache__whole_file_objects(void **state)
 	/* a new cache checks it before handing it out, and says when */
 	c = open_cache(64 << 20, 1 << 20);
 	memset(&r, 0, sizeof(r));
-	assert_int_equal(cache_file_open(c, p, 3, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(cache_file_open(c, p, 3, true, res_cb, &r), -EINPROGRESS);
 	assert_int_equal(r.calls, 0);
 	while (!r.calls)
 		assert_true(loop_run_once(loop, true) >= 0);
 	assert_int_equal(r.res, 0);
-	fd = cache_file_open(c, p, 3, NULL, NULL);
+	fd = cache_file_open(c, p, 3, true, NULL, NULL);
 	assert_true(fd >= 0);
 	fd_equal(fd, want, len);
 	assert_int_equal(st->files_made, 1);
@@ -1043,7 +1046,7 @@ static void test_cache__whole_file_objects(void **state)
 	close(fd);
 	c = open_cache(64 << 20, 1 << 20);
 	memset(&r, 0, sizeof(r));
-	assert_int_equal(cache_file_open(c, p, 3, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(cache_file_open(c, p, 3, true, res_cb, &r), -EINPROGRESS);
 	while (!r.calls)
 		assert_true(loop_run_once(loop, true) >= 0);
 	assert_int_equal(r.res, -EBADMSG);

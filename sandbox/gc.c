@@ -97,10 +97,7 @@ static int clean_record(int fd, const char *name)
 	return r;
 }
 
-/* Lock the record at dfd/name if no launcher holds it and it is still the
- * file at that path.  Returns the locked fd, -EBUSY for a live launcher's,
- * -ENOENT when it went away meanwhile. */
-static int lock_record(int dfd, const char *name, bool create)
+int lock_file_at(int dfd, const char *name, bool create)
 {
 	for (int tries = 0; tries < 8; tries++) {
 		_cleanup_close_ int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC |
@@ -159,7 +156,7 @@ int launch_record_open(const char *name, struct launch_record *rec)
 	/* Held for a moment by a collector removing a dead launcher's record of
 	 * the same name (pids wrap): wait up to a second before calling it in
 	 * use. */
-	for (int tries = 0; (fd = lock_record(dfd, name, true)) == -EBUSY && tries < 200; tries++)
+	for (int tries = 0; (fd = lock_file_at(dfd, name, true)) == -EBUSY && tries < 200; tries++)
 		nanosleep(&(struct timespec){ 0, 5 * 1000 * 1000 }, NULL);
 	if (fd == -EBUSY)
 		return log_error(-EBUSY, "sandbox name '%s' is in use by a running launcher", name);
@@ -243,7 +240,7 @@ int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
 
 		if (e->d_name[0] == '.')
 			continue;
-		fd = lock_record(dirfd(d), e->d_name, false);
+		fd = lock_file_at(dirfd(d), e->d_name, false);
 		if (fd == -EBUSY) {
 			res.live++;
 			continue;

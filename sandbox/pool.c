@@ -88,31 +88,6 @@ static int open_pool_dir(bool create)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Lock dfd/name unless someone holds it, making sure the locked file is still
- * the one at that path (a collector may have unlinked it meanwhile).  The
- * locked fd, -EBUSY, or -errno. */
-static int lock_slot(int dfd, const char *name, bool create)
-{
-	for (int tries = 0; tries < 8; tries++) {
-		_cleanup_close_ int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC |
-		                                (create ? O_CREAT : 0), 0600);
-		struct stat a, b;
-
-		if (fd < 0)
-			return -errno;
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-			return errno == EWOULDBLOCK ? -EBUSY : -errno;
-		if (fstat(fd, &a) < 0)
-			return -errno;
-		if (fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
-		    a.st_dev == b.st_dev)
-			return TAKE_FD(fd);
-		if (!create)
-			return -ENOENT;
-	}
-	return -EAGAIN;
-}
-
 /* Is the file at dfd/name a mounted network namespace?  Its fd, or -1. */
 static int open_netns(int dfd, const char *name)
 {
@@ -188,7 +163,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 
 		snprintf(lock, sizeof(lock), "net.%d.lock", i);
 		snprintf(ns, sizeof(ns), "net.%d", i);
-		fd = lock_slot(dfd, lock, true);
+		fd = lock_file_at(dfd, lock, true);
 		if (fd == -EBUSY || fd == -EAGAIN)
 			continue;
 		if (fd < 0)
@@ -431,7 +406,7 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		int fd, r;
 
 		snprintf(lock, sizeof(lock), "cg.%d.lock", i);
-		fd = lock_slot(dfd, lock, true);
+		fd = lock_file_at(dfd, lock, true);
 		if (fd == -EBUSY || fd == -EAGAIN)
 			continue;
 		if (fd < 0)
@@ -549,7 +524,7 @@ int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 
 		if (cg_index < 0 && (slot_index(e->d_name, "net.") < 0 || len >= sizeof(ns)))
 			continue;
-		fd = lock_slot(dirfd(d), e->d_name, false);
+		fd = lock_file_at(dirfd(d), e->d_name, false);
 		if (fd == -EBUSY) {
 			res.busy++;
 			continue;

@@ -175,6 +175,12 @@ int cgroup_remove(const char *path, bool kill_first);
 
 /* ---- launcher records (gc.c) --------------------------------------------- */
 
+/* Lock dfd/name (creating it with create) unless someone holds it, making
+ * sure the locked file is still the one at that path (a collector may have
+ * unlinked it meanwhile).  The locked fd, -EBUSY when held, -ENOENT when it
+ * went away, or -errno.  Launcher records and pool slots are locked so. */
+int lock_file_at(int dfd, const char *name, bool create);
+
 /* The launcher's claim on its sandbox's name, held locked while it lives. */
 struct launch_record {
 	int fd;

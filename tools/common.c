@@ -1,5 +1,6 @@
 /* common.c — option helpers and the command dispatch shared by the subcommands. */
 #include <ctype.h>
+#include <getopt.h>
 
 #include "lib/lib.h"
 #include "cache/cache.h"
@@ -88,4 +89,39 @@ int tools_dispatch(const char *prog, const char *what, const struct tools_comman
 			return cmds[i].run(argc - 1, argv + 1);
 	fprintf(stderr, "%s: unknown %s '%s' (see %s --help)\n", prog, what, argv[1], prog);
 	return 2;
+}
+
+int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools_verb *o)
+{
+	static const struct option opts[] = {
+		{ "store", required_argument, NULL, 's' },
+		{ "s3-endpoint", required_argument, NULL, 'e' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int c;
+
+	*o = (struct tools_verb){ 0 };
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	o->verb = argv[1];
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': o->store = optarg; break;
+		case 'e':
+			if (tools_s3_endpoint(optarg) < 0)
+				return 2;
+			break;
+		case 'j': o->json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	o->args = argv + 1 + optind;
+	o->nargs = argc - 1 - optind;
+	return -1;
 }

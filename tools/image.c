@@ -6,7 +6,6 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -466,51 +465,30 @@ out:
 
 int cmd_image(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "store", required_argument, NULL, 's' },
-		{ "s3-endpoint", required_argument, NULL, 'e' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
-	const char *store_opt = NULL, *verb;
+	struct tools_verb o;
+	const char *verb;
 	struct store *s = NULL;
-	bool json = false;
-	int c, r, nargs;
+	int r, nargs;
 
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
-	}
-	verb = argv[1];
-	optind = 1;
-	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': store_opt = optarg; break;
-		case 'e':
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
-		case 'j': json = true; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	argv += 1 + optind;
-	nargs = argc - 1 - optind;
+	r = tools_verb_parse(argc, argv, usage, &o);
+	if (r >= 0)
+		return r;
+	verb = o.verb;
+	argv = o.args;
+	nargs = o.nargs;
 	if (!strcmp(verb, "ls") ? nargs != 0 :
 	    !strcmp(verb, "inspect") ? nargs != 1 :
 	    !strcmp(verb, "extract") ? nargs != 2 : 1) {
 		usage(stderr);
 		return 2;
 	}
-	r = store_open(tools_store_url(store_opt), &s);
+	r = store_open(tools_store_url(o.store), &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "ls"))
-		r = image_ls(s, json);
+		r = image_ls(s, o.json);
 	else if (!strcmp(verb, "inspect"))
-		r = image_inspect(s, argv[0], json);
+		r = image_inspect(s, argv[0], o.json);
 	else
 		r = image_extract(s, argv[0], argv[1]);
 	store_free(s);

@@ -6,7 +6,6 @@
  * again never meets a profile of its old index) and shown.  Mounts follow
  * the profile of their index when the store has one (fs/fs.c).
  */
-#include <getopt.h>
 #include <sys/stat.h>
 
 #include "image/image.h"
@@ -282,38 +281,17 @@ static int profile_show(struct store *s, const char *arg, bool json)
 
 int cmd_profile(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "store", required_argument, NULL, 's' },
-		{ "s3-endpoint", required_argument, NULL, 'e' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
-	const char *store_opt = NULL, *verb;
+	struct tools_verb o;
+	const char *verb;
 	struct store *s = NULL;
-	bool json = false;
-	int c, r, nargs;
+	int r, nargs;
 
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
-	}
-	verb = argv[1];
-	optind = 1;
-	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': store_opt = optarg; break;
-		case 'e':
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
-		case 'j': json = true; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	argv += 1 + optind;
-	nargs = argc - 1 - optind;
+	r = tools_verb_parse(argc, argv, usage, &o);
+	if (r >= 0)
+		return r;
+	verb = o.verb;
+	argv = o.args;
+	nargs = o.nargs;
 	if (!strcmp(verb, "merge") ? nargs < 2 :
 	    !strcmp(verb, "push") ? nargs != 2 :
 	    !strcmp(verb, "show") ? nargs != 1 : 1) {
@@ -324,13 +302,13 @@ int cmd_profile(int argc, char **argv)
 	}
 	if (!strcmp(verb, "merge"))
 		return profile_merge(nargs - 1, argv + 1, argv[0]) < 0 ? 1 : 0;
-	r = store_open(tools_store_url(store_opt), &s);
+	r = store_open(tools_store_url(o.store), &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "push"))
 		r = profile_push(s, argv[0], argv[1]);
 	else
-		r = profile_show(s, argv[0], json);
+		r = profile_show(s, argv[0], o.json);
 	store_free(s);
 	return r < 0 ? 1 : 0;
 }

@@ -46,6 +46,18 @@ int cmd_cache_prefetch(int argc, char **argv);
  * URL that is not http[s]://. */
 int tools_s3_endpoint(const char *url);
 
+/* `lazyroot CMD VERB [OPTION…] ARG…` for commands of verbs on a store (image,
+ * profile): --store, --s3-endpoint, --json and --help after VERB.  Returns
+ * -1 to go on, with o filled, else the exit status (usage printed: 0 for
+ * --help, 2 for no verb or a bad option). */
+struct tools_verb {
+	const char *verb, *store;
+	bool json;
+	char **args;                    /* the arguments after the options */
+	int nargs;
+};
+int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools_verb *o);
+
 /* ---- access profiles (profile.c) ------------------------------------------ */
 
 struct image_profile;

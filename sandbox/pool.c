@@ -37,10 +37,8 @@
  */
 #include <fcntl.h>
 #include <limits.h>
-#include <net/if.h>
 #include <sched.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -97,22 +95,6 @@ static int open_netns(int dfd, const char *name)
 	if (fd < 0 || fstatfs(fd, &st) < 0 || (long)st.f_type != NSFS_MAGIC)
 		return -1;
 	return TAKE_FD(fd);
-}
-
-static int loopback_up(void)
-{
-	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr = { 0 };
-
-	if (s < 0)
-		return -errno;
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		return -errno;
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		return -errno;
-	return 0;
 }
 
 /* Make a namespace with its loopback up and mount it on dfd/name; the

@@ -257,6 +257,8 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg);
  * attached. */
 int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds,
                bool pooled_net);
+/* Bring up the loopback of the calling thread's network namespace; -errno. */
+int loopback_up(void);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 

@@ -237,19 +237,19 @@ static int setup_binds(const struct sandbox *sb, int *bind_fds)
 	return 0;
 }
 
-static int loopback_up(void)
+int loopback_up(void)
 {
 	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct ifreq ifr = { 0 };
 
 	if (s < 0)
-		return log_errno(-errno, "socket for the loopback");
+		return -errno;
 	strcpy(ifr.ifr_name, "lo");
 	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		return log_errno(-errno, "loopback flags");
+		return -errno;
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		return log_errno(-errno, "bring the loopback up");
+		return -errno;
 	return 0;
 }
 
@@ -309,7 +309,7 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 	if (!pooled_net) {
 		r = loopback_up();
 		if (r < 0)
-			return r;
+			return log_errno(r, "bring the loopback up");
 	}
 	if (chdir(ROOT) < 0)
 		return log_errno(-errno, "chdir '%s'", ROOT);

@@ -1008,6 +1008,17 @@ static void stage_end(struct flight *f)
 
 /* -- decoding a staged object -- */
 
+/* Unlink e's staged object (e may be NULL), and forget e unless someone holds
+ * it or its bytes are in memory. */
+static void staged_drop(struct cache *c, struct centry *e)
+{
+	if (!e)
+		return;
+	staged_unlink(c, e);
+	if (!entry_held(e) && !e->mem)
+		entry_remove(c, e);
+}
+
 static void staged_failed(struct flight *f, const char *why)
 {
 	struct cache *c = f->c;
@@ -1020,11 +1031,7 @@ static void staged_failed(struct flight *f, const char *why)
 		f->fd = -1;
 	}
 	buf_free(&f->raw);
-	if (e) {
-		staged_unlink(c, e);
-		if (!entry_held(e) && !e->mem)
-			entry_remove(c, e);
-	}
+	staged_drop(c, e);
 	flight_to_fetch(f);
 }
 
@@ -1038,11 +1045,7 @@ static void staged_good(struct flight *f)
 	buf_free(&f->raw);
 	stat_add(&c->st->staged_used, 1);
 	flight_serve(f);
-	if (e) {
-		staged_unlink(c, e);
-		if (!entry_held(e) && !e->mem)
-			entry_remove(c, e);
-	}
+	staged_drop(c, e);
 	write_start(f);
 }
 

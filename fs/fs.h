@@ -37,6 +37,9 @@ struct fs_params {
 	 * cached large files.  Passthrough costs an OPEN and a RELEASE round
 	 * trip for every open of every file (see fs_open in fs.c). */
 	bool no_passthrough;
+	/* Never ask idle CPUs to poll while requests are being served (the
+	 * CPU latency request of FS_CPU_HOLD_NS in fs.c). */
+	bool no_cpu_latency;
 	bool debug;                  /* FUSE debug output on stderr */
 	/* Note the image's chunks in the order they are first read through this
 	 * mount (fs_trace), hits and misses alike.  Implies no_passthrough: a

@@ -73,6 +73,11 @@ static void mount_usage(FILE *f)
 	        "                     passthrough from a wholly cached copy of a large file\n"
 	        "                     (default: passthrough when root and the kernel has it,\n"
 	        "                     unless $LAZYROOT_PASSTHROUGH is off)\n"
+	        "  --no-cpu-latency   let idle CPUs halt while requests are being served\n"
+	        "                     (default: when root, ask for a CPU wake-up latency of\n"
+	        "                     0 until 10 ms after the last request, so that a request\n"
+	        "                     or reply never waits for a halted CPU; also off when\n"
+	        "                     $LAZYROOT_CPU_LATENCY is off)\n"
 	        "  --record-profile FILE  note the image's chunks in the order they are first\n"
 	        "                     read through this mount, and write them to FILE as an\n"
 	        "                     access profile of one trace when the mount ends (implies\n"
@@ -97,7 +102,7 @@ struct mount_opts {
 	uint64_t cache_memory;
 	uint64_t fetch_timeout_ms;
 	unsigned readahead;
-	bool foreground, debug, suid, dev, allow_other, no_passthrough;
+	bool foreground, debug, suid, dev, allow_other, no_passthrough, no_cpu_latency;
 };
 
 static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
@@ -272,6 +277,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			.dev = o->dev,
 			.readahead_chunks = o->readahead,
 			.no_passthrough = o->no_passthrough,
+			.no_cpu_latency = o->no_cpu_latency,
 			.debug = o->debug,
 			.record = o->record_path != NULL,
 			.profile = prof,
@@ -466,7 +472,7 @@ static char *absolute_store_url(const char *url)
 int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
-	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_DEBUG,
+	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_DEBUG,
 	       O_FETCH_TIMEOUT, O_RECORD, O_NOPROFILE };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
@@ -480,6 +486,7 @@ int cmd_mount(int argc, char **argv)
 		{ "dev", no_argument, NULL, O_DEV },
 		{ "no-allow-other", no_argument, NULL, O_NOALLOW },
 		{ "no-passthrough", no_argument, NULL, O_NOPASSTHROUGH },
+		{ "no-cpu-latency", no_argument, NULL, O_NOCPULATENCY },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, O_DEBUG },
 		{ "record-profile", required_argument, NULL, O_RECORD },
@@ -496,6 +503,8 @@ int cmd_mount(int argc, char **argv)
 		.allow_other = true,
 		.no_passthrough = getenv("LAZYROOT_PASSTHROUGH") &&
 		                  !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"),
+		.no_cpu_latency = getenv("LAZYROOT_CPU_LATENCY") &&
+		                  !strcmp(getenv("LAZYROOT_CPU_LATENCY"), "off"),
 	};
 	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
 	_cleanup_free_ char *record_abs = NULL;
@@ -542,6 +551,7 @@ int cmd_mount(int argc, char **argv)
 		case O_DEV: o.dev = true; break;
 		case O_NOALLOW: o.allow_other = false; break;
 		case O_NOPASSTHROUGH: o.no_passthrough = true; break;
+		case O_NOCPULATENCY: o.no_cpu_latency = true; break;
 		case O_RECORD: o.record_path = optarg; break;
 		case O_NOPROFILE: o.no_profile = true; break;
 		case 'f': o.foreground = true; break;

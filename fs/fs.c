@@ -106,7 +106,7 @@ struct fs_backing_map {
  * pausing between files, 24-29 µs with the request held.  The request is let
  * go once no request has come for FS_CPU_HOLD_NS, so an idle node halts its
  * CPUs as before.  Root only (the device is 0600); off with no_cpu_latency. */
-#define FS_CPU_HOLD_NS (50ULL * 1000000)
+#define FS_CPU_HOLD_NS ((uint64_t)FS_CPU_HOLD_MS * 1000000)
 #define FS_CPU_LATENCY_ANY 2000000000   /* the kernel's default: no constraint */
 #define FS_OPEN_BUCKETS 256
 /* fi->fh of an open: whether the daemon counts it, and how it is served. */

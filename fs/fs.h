@@ -64,6 +64,9 @@ struct fs_params {
 #define FS_PROFILE_WINDOW 64
 #define FS_PROFILE_BYTES (16ULL << 20)
 #define FS_PROFILE_INFLIGHT 8
+/* How long after its last request the daemon keeps idle CPUs polling (fs.c,
+ * "holding the CPUs awake while serving"). */
+#define FS_CPU_HOLD_MS 50
 
 /* Mount the image at p->mountpoint and start serving on p->loop.  Returns once
  * the kernel mount exists; requests are answered as the loop runs. */

@@ -75,7 +75,7 @@ static void mount_usage(FILE *f)
 	        "                     unless $LAZYROOT_PASSTHROUGH is off)\n"
 	        "  --no-cpu-latency   let idle CPUs halt while requests are being served\n"
 	        "                     (default: when root, ask for a CPU wake-up latency of\n"
-	        "                     0 until 10 ms after the last request, so that a request\n"
+	        "                     0 until %d ms after the last request, so that a request\n"
 	        "                     or reply never waits for a halted CPU; also off when\n"
 	        "                     $LAZYROOT_CPU_LATENCY is off)\n"
 	        "  --record-profile FILE  note the image's chunks in the order they are first\n"
@@ -91,7 +91,8 @@ static void mount_usage(FILE *f)
 	        "  --debug            FUSE debug output on stderr (implies -f)\n"
 	        "  -h, --help         this text\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD,
-	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000, FS_PROFILE_WINDOW, FS_PROFILE_INFLIGHT);
+	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000, FS_CPU_HOLD_MS, FS_PROFILE_WINDOW,
+	        FS_PROFILE_INFLIGHT);
 }
 
 struct mount_opts {

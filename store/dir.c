@@ -499,6 +499,29 @@ static void dir_free(struct store *s)
 	free(s);
 }
 
+static int dir_open_file(struct store *s, const char *key)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, r;
+
+	r = dir_path(key, path, sizeof(path));
+	if (r < 0)
+		return r;
+	fd = openat(D(s)->root_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st.st_mode))
+		r = -EISDIR;
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 static const struct store_ops dir_ops = {
 	.get = dir_get,
 	.head = dir_head,
@@ -506,6 +529,7 @@ static const struct store_ops dir_ops = {
 	.list = dir_list,
 	.flush = dir_flush,
 	.pending = dir_pending,
+	.open_file = dir_open_file,
 	.free = dir_free,
 };
 

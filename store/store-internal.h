@@ -30,6 +30,9 @@ struct store_ops {
 	 * store.c checks the result of get. */
 	int (*get_checked)(struct store *s, const char *key, uint64_t off, uint64_t len,
 	                   store_check_fn check, store_get_cb cb, void *ud);
+	/* A read-only descriptor of the object at key, for backends that keep
+	 * objects as local files; NULL: store_open_file says -EOPNOTSUPP. */
+	int (*open_file)(struct store *s, const char *key);
 	void (*free)(struct store *s);
 };
 

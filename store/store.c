@@ -9,6 +9,8 @@
  */
 #include <ctype.h>
 #include <limits.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "lib/loop.h"
 #include "store/store-internal.h"
@@ -647,4 +649,45 @@ int store_get_index(struct store *s, const char *hex, struct buf *out)
 	if (memcmp(want, got, HASH_SIZE))
 		return log_error(-EBADMSG, "index %s: content does not match its name", hex);
 	return 0;
+}
+
+int store_open_index(struct store *s, const char *hex)
+{
+	char key[64];
+	uint8_t want[HASH_SIZE], got[HASH_SIZE];
+	struct stat st;
+	void *map;
+	int fd, r = 0;
+
+	if (hex_decode(hex, want, HASH_SIZE) < 0)
+		return -EINVAL;
+	if (!s->ops->open_file)
+		return -EOPNOTSUPP;
+	snprintf(key, sizeof(key), "indexes/%s", hex);
+	fd = s->ops->open_file(s, key);
+	if (fd < 0)
+		return log_errno(fd, "index %s: reading from store '%s'", hex, s->url);
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (st.st_size == 0)
+		r = -EBADMSG;
+	if (r < 0)
+		goto fail;
+	/* Hashed through a mapping of its own, dropped at once: the caller maps
+	 * the file again and only what it then touches becomes resident. */
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (map == MAP_FAILED) {
+		r = -errno;
+		goto fail;
+	}
+	hash128(map, (size_t)st.st_size, got);
+	munmap(map, (size_t)st.st_size);
+	if (memcmp(want, got, HASH_SIZE)) {
+		close(fd);
+		return log_error(-EBADMSG, "index %s: content does not match its name", hex);
+	}
+	return fd;
+fail:
+	close(fd);
+	return log_errno(r, "index %s: reading from store '%s'", hex, s->url);
 }

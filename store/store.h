@@ -179,5 +179,10 @@ int store_tag_key(const char *ref, char *out, size_t outlen);
 int store_resolve(struct store *s, const char *ref, char ret_hex[33]);
 /* Fetch and open-check the index named hex (its bytes must hash to hex). */
 int store_get_index(struct store *s, const char *hex, struct buf *out);
+/* The index named hex, checked against its name like store_get_index, as a
+ * read-only descriptor of the store's own file, to be mapped in place rather
+ * than copied: a `dir:` store only.  -EOPNOTSUPP (not logged) from a store
+ * that does not keep its objects as local files; other errors are logged. */
+int store_open_index(struct store *s, const char *hex);
 
 #endif

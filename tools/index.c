@@ -12,11 +12,17 @@
  * which was most of the daemon's RSS for a million files (108 MB).  Records
  * are bounds-checked on every access (image/reader.c), so even a file damaged
  * on disk after it was kept cannot make the daemon read outside the map.
+ *
+ * From a `dir:` store, a first mount maps the store's own file once it hashed
+ * to its name, and copies it into the cache off the serving thread (hashing
+ * the copy as it writes it): a million files' index is ~100 MB, and writing
+ * it before the mount answered was most of that mount's time.
  */
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "image/image.h"
 #include "lib/lib.h"
@@ -31,6 +37,8 @@ void index_map_free(struct index_map *m)
 		munmap(m->data, m->len);
 	if (m->keep_fd > 0)
 		close(m->keep_fd);
+	if (m->src_fd > 0)
+		close(m->src_fd);
 	free(m->keep_path);
 	memset(m, 0, sizeof(*m));
 }
@@ -67,30 +75,121 @@ static int index_map_kept(const char *path, struct index_map *m)
 	return index_map_fd(fd, m);
 }
 
-/* Write the verified bytes b to an unnamed file in dir and map it from there
- * (page cache, not anonymous memory: only what is used becomes resident). */
-static int index_map_fetched(const char *dir, const char *hex, const struct buf *b,
-                             struct index_map *m)
+/* An unnamed file in the directory of m->keep_path; -EOPNOTSUPP where the
+ * file system has none. */
+static int index_tmpfile(const struct index_map *m)
 {
-	int fd, r;
+	char dir[PATH_MAX];
+	const char *slash = strrchr(m->keep_path, '/');
+	int fd;
 
+	if (!slash || (size_t)(slash - m->keep_path) >= sizeof(dir))
+		return -EINVAL;
+	memcpy(dir, m->keep_path, (size_t)(slash - m->keep_path));
+	dir[slash - m->keep_path] = 0;
 	fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0644);
 	if (fd < 0 && (errno == EISDIR || errno == EINVAL))
 		return -EOPNOTSUPP;
+	return fd < 0 ? -errno : fd;
+}
+
+/* Write the verified bytes b to an unnamed file beside m->keep_path and map
+ * it from there (page cache, not anonymous memory: only what is used becomes
+ * resident). */
+static int index_map_fetched(const char *hex, const struct buf *b, struct index_map *m)
+{
+	int dirlen = (int)(strrchr(m->keep_path, '/') - m->keep_path);
+	int fd, r;
+
+	fd = index_tmpfile(m);
+	if (fd == -EOPNOTSUPP)
+		return fd;
 	if (fd < 0)
-		return log_errno(-errno, "index %s: creating a file in `%s`", hex, dir);
+		return log_errno(fd, "index %s: creating a file in `%.*s`", hex, dirlen,
+		                 m->keep_path);
 	m->keep_fd = fd;
 	r = write_full(fd, b->data, b->len);
 	if (r < 0)
-		return log_errno(r, "index %s: writing it into `%s`", hex, dir);
+		return log_errno(r, "index %s: writing it into `%.*s`", hex, dirlen, m->keep_path);
 	return index_map_fd(fd, m);
+}
+
+/* Copy the store's file m->src_fd into an unnamed file (m->keep_fd), hashing
+ * what is written: the store's file was checked when it was opened, but only
+ * what hashes to the name now may be kept under it. */
+static int index_copy(struct index_map *m)
+{
+	const char *hex = strrchr(m->keep_path, '/') + 1;
+	uint8_t want[HASH_SIZE], got[HASH_SIZE];
+	struct hash128_state *h = NULL;
+	_cleanup_free_ uint8_t *buf = NULL;
+	uint64_t off = 0;
+	ssize_t n;
+	int fd, r = 0;
+
+	if (hex_decode(hex, want, HASH_SIZE) < 0)
+		return -EINVAL;
+	fd = index_tmpfile(m);
+	if (fd == -EOPNOTSUPP) {
+		/* no unnamed files here: the mapped bytes, checked, the slow way */
+		hash128(m->data, m->len, got);
+		r = memcmp(want, got, HASH_SIZE) ? -EBADMSG
+		                                 : write_file_atomic(m->keep_path, m->data, m->len, 0644);
+		posix_madvise(m->data, m->len, POSIX_MADV_DONTNEED);
+		return r;
+	}
+	if (fd < 0)
+		return fd;
+	buf = malloc(INDEX_COPY_BUF);
+	h = hash128_new();
+	while (buf && h) {
+		n = pread(m->src_fd, buf, INDEX_COPY_BUF, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : 0;
+			break;
+		}
+		hash128_update(h, buf, (size_t)n);
+		r = write_full(fd, buf, (size_t)n);
+		if (r < 0)
+			break;
+		off += (uint64_t)n;
+	}
+	if (!buf || !h)
+		r = -ENOMEM;
+	if (h)
+		hash128_final(h, got);
+	hash128_free(h);
+	if (r == 0 && memcmp(want, got, HASH_SIZE))
+		r = -EBADMSG;
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	m->keep_fd = fd;
+	return 0;
 }
 
 int index_map_keep(struct index_map *m)
 {
 	char proc[64];
+	bool copied = m->src_fd > 0;
 	int r = 0;
 
+	if (copied) {
+		const char *slash = strrchr(m->keep_path, '/');
+
+		r = index_copy(m);
+		close(m->src_fd);
+		m->src_fd = -1;
+		if (r == -EBADMSG)
+			return log_error(r, "index %s: the store's file changed while it was copied; "
+			                 "not kept", slash + 1);
+		if (r < 0)
+			return log_errno(r, "index %s: writing it into `%.*s`", slash + 1,
+			                 (int)(slash - m->keep_path), m->keep_path);
+	}
 	if (m->keep_fd <= 0)
 		return 0;
 	if (fsync(m->keep_fd) < 0)
@@ -101,6 +200,9 @@ int index_map_keep(struct index_map *m)
 		r = -errno;
 	if (r == 0)
 		r = fsync_dir_of(m->keep_path);
+	/* a copy is for later mounts: this one serves from the store's file */
+	if (copied)
+		(void)posix_fadvise(m->keep_fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(m->keep_fd);
 	m->keep_fd = -1;
 	if (r < 0)
@@ -108,12 +210,17 @@ int index_map_keep(struct index_map *m)
 	return 0;
 }
 
+bool index_map_unkept(const struct index_map *m)
+{
+	return m->keep_fd > 0 || m->src_fd > 0;
+}
+
 int load_index(struct store *s, const char *cache_dir, const char *hex,
                       struct index_map *m)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	char dir[PATH_MAX], path[PATH_MAX + HASH_HEX_SIZE];
-	int r;
+	int fd, r;
 
 	if (snprintf(dir, sizeof(dir), "%s/indexes", cache_dir) >= (int)sizeof(dir))
 		return log_error(-ENAMETOOLONG, "cache '%s': path too long", cache_dir);
@@ -127,17 +234,27 @@ int load_index(struct store *s, const char *cache_dir, const char *hex,
 	if (r != -ENOENT)
 		log_msg(LOG_WARN, "index %s: the cached copy is unusable (%s); fetching it again", hex,
 		        strerror(-r));
-	/* checked against its name: every byte, the checksum included */
-	r = store_get_index(s, hex, &b);
-	if (r < 0)
-		return r;
 	r = mkdir_p(dir, 0755);
 	if (r < 0)
 		return log_errno(r, "index %s: creating `%s`", hex, dir);
 	m->keep_path = strdup(path);
 	if (!m->keep_path)
 		return -ENOMEM;
-	r = index_map_fetched(dir, hex, &b, m);
+	/* checked against its name: every byte, the checksum included */
+	fd = store_open_index(s, hex);
+	if (fd >= 0) {
+		m->src_fd = fd;
+		r = index_map_fd(fd, m);
+		if (r < 0)
+			return log_errno(r, "index %s: the index is corrupt", hex);
+		return 0;
+	}
+	if (fd != -EOPNOTSUPP)
+		return fd;  /* said why */
+	r = store_get_index(s, hex, &b);
+	if (r < 0)
+		return r;
+	r = index_map_fetched(hex, &b, m);
 	if (r < 0 && r != -EOPNOTSUPP && !m->data)
 		return r;  /* not written: said so above */
 	if (r == -EOPNOTSUPP) {

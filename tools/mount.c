@@ -299,7 +299,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 		goto out;
 	}
 	signal_ready(notify_fd, o->cache_dir);
-	if (im.keep_fd > 0) {
+	if (index_map_unkept(&im)) {
 		keeping = pthread_create(&keeper, NULL, keep_index_thread, &im) == 0;
 		if (!keeping)
 			(void)index_map_keep(&im);

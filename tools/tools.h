@@ -81,21 +81,29 @@ struct index_map {
 	size_t len;
 	struct image *img;
 	int keep_fd;          /* > 0: fetched bytes in an unnamed file, not yet kept */
+	int src_fd;           /* > 0: the store's own file, mapped, not yet copied */
 	char *keep_path;      /* where index_map_keep() links them */
 };
 
-/* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it,
- * else fetched from the store (checked against its name), mapped from an
- * unnamed file in CACHE_DIR/indexes, and kept there by index_map_keep().
+#define INDEX_COPY_BUF (1u << 20)  /* bytes per read when keeping a store's file */
+
+/* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it;
+ * else the `dir:` store's own file, mapped in place once it hashed to its
+ * name; else fetched from the store (checked against its name) and mapped
+ * from an unnamed file in CACHE_DIR/indexes.  The last two are kept there by
+ * index_map_keep().
  * Logs its errors.  m must be zeroed.  With s NULL, only a kept copy is
  * mapped: -ENOENT (or why the copy is unusable), not logged, otherwise. */
 int load_index(struct store *s, const char *cache_dir, const char *hex, struct index_map *m);
 /* Make a fetched index durable and give it its name in the cache, so that the
- * next mount maps it without a fetch or a hash.  Blocks for an fsync of the
- * whole index (~100 MB for a million files): a daemon calls it off its loop
- * thread once it serves.  Nothing to do (0) when the index came from the
- * cache.  Logs its errors. */
+ * next mount maps it without a fetch or a hash; a store's file is copied
+ * first (hashed again as it is written).  Blocks for the copy and an fsync of
+ * the whole index (~100 MB for a million files): a daemon calls it off its
+ * loop thread once it serves.  Nothing to do (0) when the index came from
+ * the cache.  Logs its errors. */
 int index_map_keep(struct index_map *m);
+/* Whether index_map_keep() has anything to do. */
+bool index_map_unkept(const struct index_map *m);
 void index_map_free(struct index_map *m);
 
 /* ---- the node's shared image mounts (images.c) ---------------------------- */

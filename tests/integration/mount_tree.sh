@@ -151,6 +151,8 @@ cleanup_add unmount_quietly "$mnt4"
 check "$LAZYROOT" mount "$full" "$mnt4" --store "dir:$WORK/nowhere" --cache "$cache"
 check test "$(stat -c %s "$mnt4/files/random-5m")" = "$(stat -c %s "$src/files/random-5m")"
 check "$LAZYROOT" umount "$mnt4" --cache "$cache"
+# the first mount served the dir: store's own file and kept a copy: the same bytes
+check cmp "$cache/indexes/$full" "$WORK/store/indexes/$full"
 
 # --- failures: one line, non-zero, nothing mounted
 mnt5=$WORK/mnt5
@@ -168,6 +170,19 @@ check test "$(wc -l <<<"$out")" = 1
 check_not mountpoint -q "$mnt5"
 check_not "$LAZYROOT" mount tree:1 "$WORK/no-such-dir" --store "$store" --cache "$cache"
 check_not "$LAZYROOT" umount "$mnt5" --cache "$cache"
+# an index in the store that no longer hashes to its name: refused, nothing mapped or kept
+cp -a "$WORK/store" "$WORK/badstore"
+python3 -c 'import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(200); b = f.read(1); f.seek(200); f.write(bytes([b[0] ^ 0x40]))' \
+	"$WORK/badstore/indexes/$full"
+out=$("$LAZYROOT" mount tree:1 "$mnt5" --store "dir:$WORK/badstore" --cache "$WORK/cache2" 2>&1) &&
+	rc=0 || rc=$?
+check test "$rc" != 0
+check test "$(wc -l <<<"$out")" = 1
+check grep -q "index $full: content does not match its name" <<<"$out"
+check_not mountpoint -q "$mnt5"
+check test -z "$(ls -A "$WORK/cache2/indexes")"
 
 # --- relative mountpoint, store and cache: the daemon, which leaves for "/", still finds them
 mnt6=$WORK/mnt6

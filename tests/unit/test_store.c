@@ -174,15 +174,27 @@ static void test_store__index_verified_against_name(void **state)
 	struct store *s = open_store();
 	struct buf b = BUF_INIT;
 	uint8_t name[HASH_SIZE];
-	char hex[33], key[64];
+	char hex[33], key[64], got[16];
+	int fd;
 
 	hash128("index bytes", 11, name);
 	hex_encode(name, HASH_SIZE, hex);
 	snprintf(key, sizeof(key), "indexes/%s", hex);
 	assert_int_equal(store_put_sync(s, key, "index bytes", 11), 0);
 	assert_int_equal(store_get_index(s, hex, &b), 0);
+	fd = store_open_index(s, hex);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, got, sizeof(got), 0), 11);
+	assert_memory_equal(got, "index bytes", 11);
+	close(fd);
 	assert_int_equal(store_put_sync(s, key, "index bytez", 11), 0);
 	assert_int_equal(store_get_index(s, hex, &b), -EBADMSG);
+	assert_int_equal(store_open_index(s, hex), -EBADMSG);
+	assert_int_equal(store_put_sync(s, key, "", 0), 0);
+	assert_int_equal(store_open_index(s, hex), -EBADMSG);
+	hex[0] = hex[0] == '0' ? '1' : '0';
+	assert_int_equal(store_open_index(s, hex), -ENOENT);
+	assert_int_equal(store_open_index(s, "not hex"), -EINVAL);
 	buf_free(&b);
 	store_free(s);
 }

@@ -15,8 +15,9 @@
  *
  * From a `dir:` store, a first mount maps the store's own file once it hashed
  * to its name, and copies it into the cache off the serving thread (hashing
- * the copy as it writes it): a million files' index is ~100 MB, and writing
- * it before the mount answered was most of that mount's time.
+ * the copy as it writes it), then maps the copy over the store's file: a
+ * million files' index is ~100 MB, and writing it before the mount answered
+ * was most of that mount's time.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -200,9 +201,15 @@ int index_map_keep(struct index_map *m)
 		r = -errno;
 	if (r == 0)
 		r = fsync_dir_of(m->keep_path);
-	/* a copy is for later mounts: this one serves from the store's file */
-	if (copied)
-		(void)posix_fadvise(m->keep_fd, 0, 0, POSIX_FADV_DONTNEED);
+	/* Serve from the copy from now on, at the same address (the bytes are
+	 * the same; a reader on another thread sees the old page or the new):
+	 * the store's file may be on a network file system that goes away, or
+	 * be cut short in place by something else, and a mapped file that
+	 * shrinks is a SIGBUS. */
+	if (r == 0 && copied && m->data &&
+	    mmap(m->data, m->len, PROT_READ, MAP_SHARED | MAP_FIXED, m->keep_fd, 0) == MAP_FAILED)
+		log_errno(-errno, "index: mapping `%s` in place of the store's file; still "
+		          "serving from the store's", m->keep_path);
 	close(m->keep_fd);
 	m->keep_fd = -1;
 	if (r < 0)

@@ -184,6 +184,31 @@ check grep -q "index $full: content does not match its name" <<<"$out"
 check_not mountpoint -q "$mnt5"
 check test -z "$(ls -A "$WORK/cache2/indexes")"
 
+# --- a dir: store's index is served in place only until the copy is kept: then the daemon maps
+#     the copy, so the store's file may go away or be cut short under a live mount
+cp -a "$WORK/store" "$WORK/store3"
+mnt7=$WORK/mnt7
+mkdir -p "$mnt7"
+cleanup_add unmount_quietly "$mnt7"
+check "$LAZYROOT" mount tree:1 "$mnt7" --store "dir:$WORK/store3" --cache "$WORK/cache3"
+pid=$(cache=$WORK/cache3 daemon_pid "$mnt7")
+check test -n "$pid"
+maps_serve_copy() {  # the daemon maps the kept copy and no longer the store's file (by inode)
+	local kept store_ino
+	kept=$(stat -c %i "$WORK/cache3/indexes/$full" 2>/dev/null) || return 1
+	store_ino=$(stat -c %i "$WORK/store3/indexes/$full")
+	awk -v k="$kept" -v s="$store_ino" '$5 == k { a = 1 } $5 == s { b = 1 } END { exit !(a && !b) }' \
+		"/proc/$pid/maps"
+}
+for _ in $(seq 100); do maps_serve_copy && break; sleep 0.1; done
+check maps_serve_copy
+check cmp "$WORK/cache3/indexes/$full" "$WORK/store/indexes/$full"
+truncate -s 0 "$WORK/store3/indexes/$full"
+echo 3 >/proc/sys/vm/drop_caches
+check compare_trees --no-atime --ignore-root-mtime "$src/files" "$mnt7/files"
+check kill -0 "$pid"
+check "$LAZYROOT" umount "$mnt7" --cache "$WORK/cache3"
+
 # --- relative mountpoint, store and cache: the daemon, which leaves for "/", still finds them
 mnt6=$WORK/mnt6
 mkdir -p "$mnt6"

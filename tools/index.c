@@ -115,6 +115,20 @@ static int index_map_fetched(const char *hex, const struct buf *b, struct index_
 	return index_map_fd(fd, m);
 }
 
+/* Serve from fd (a copy of the same bytes) from now on, at the same address:
+ * a reader on another thread sees the old page or the new.  The store's file
+ * may be on a network file system that goes away, or be cut short in place by
+ * something else, and a mapped file that shrinks is a SIGBUS. */
+static int index_remap(struct index_map *m, int fd)
+{
+	if (!m->data)
+		return -EINVAL;
+	if (mmap(m->data, m->len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+		return log_errno(-errno, "index: mapping `%s` in place of the store's file; still "
+		                 "serving from the store's", m->keep_path);
+	return 0;
+}
+
 /* Copy the store's file m->src_fd into an unnamed file (m->keep_fd), hashing
  * what is written: the store's file was checked when it was opened, but only
  * what hashes to the name now may be kept under it. */
@@ -136,7 +150,11 @@ static int index_copy(struct index_map *m)
 		hash128(m->data, m->len, got);
 		r = memcmp(want, got, HASH_SIZE) ? -EBADMSG
 		                                 : write_file_atomic(m->keep_path, m->data, m->len, 0644);
-		posix_madvise(m->data, m->len, POSIX_MADV_DONTNEED);
+		fd = r == 0 ? open(m->keep_path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd < 0 || index_remap(m, fd) < 0)
+			posix_madvise(m->data, m->len, POSIX_MADV_DONTNEED);  /* the hash's pages */
+		if (fd >= 0)
+			close(fd);
 		return r;
 	}
 	if (fd < 0)
@@ -185,7 +203,7 @@ int index_map_keep(struct index_map *m)
 		close(m->src_fd);
 		m->src_fd = -1;
 		if (r == -EBADMSG)
-			return log_error(r, "index %s: the store's file changed while it was copied; "
+			return log_error(r, "index %s: the store's file no longer matches its name; "
 			                 "not kept", slash + 1);
 		if (r < 0)
 			return log_errno(r, "index %s: writing it into `%.*s`", slash + 1,
@@ -201,15 +219,8 @@ int index_map_keep(struct index_map *m)
 		r = -errno;
 	if (r == 0)
 		r = fsync_dir_of(m->keep_path);
-	/* Serve from the copy from now on, at the same address (the bytes are
-	 * the same; a reader on another thread sees the old page or the new):
-	 * the store's file may be on a network file system that goes away, or
-	 * be cut short in place by something else, and a mapped file that
-	 * shrinks is a SIGBUS. */
-	if (r == 0 && copied && m->data &&
-	    mmap(m->data, m->len, PROT_READ, MAP_SHARED | MAP_FIXED, m->keep_fd, 0) == MAP_FAILED)
-		log_errno(-errno, "index: mapping `%s` in place of the store's file; still "
-		          "serving from the store's", m->keep_path);
+	if (r == 0 && copied)
+		(void)index_remap(m, m->keep_fd);
 	close(m->keep_fd);
 	m->keep_fd = -1;
 	if (r < 0)

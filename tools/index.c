@@ -76,18 +76,20 @@ static int index_map_kept(const char *path, struct index_map *m)
 	return index_map_fd(fd, m);
 }
 
+/* The length of m->keep_path's directory part (load_index made it DIR/hex). */
+static int keep_dirlen(const struct index_map *m)
+{
+	return (int)(strrchr(m->keep_path, '/') - m->keep_path);
+}
+
 /* An unnamed file in the directory of m->keep_path; -EOPNOTSUPP where the
  * file system has none. */
 static int index_tmpfile(const struct index_map *m)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(m->keep_path, '/');
 	int fd;
 
-	if (!slash || (size_t)(slash - m->keep_path) >= sizeof(dir))
-		return -EINVAL;
-	memcpy(dir, m->keep_path, (size_t)(slash - m->keep_path));
-	dir[slash - m->keep_path] = 0;
+	snprintf(dir, sizeof(dir), "%.*s", keep_dirlen(m), m->keep_path);
 	fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0644);
 	if (fd < 0 && (errno == EISDIR || errno == EINVAL))
 		return -EOPNOTSUPP;
@@ -99,7 +101,7 @@ static int index_tmpfile(const struct index_map *m)
  * resident). */
 static int index_map_fetched(const char *hex, const struct buf *b, struct index_map *m)
 {
-	int dirlen = (int)(strrchr(m->keep_path, '/') - m->keep_path);
+	int dirlen = keep_dirlen(m);
 	int fd, r;
 
 	fd = index_tmpfile(m);
@@ -134,7 +136,7 @@ static int index_remap(struct index_map *m, int fd)
  * what hashes to the name now may be kept under it. */
 static int index_copy(struct index_map *m)
 {
-	const char *hex = strrchr(m->keep_path, '/') + 1;
+	const char *hex = m->keep_path + keep_dirlen(m) + 1;
 	uint8_t want[HASH_SIZE], got[HASH_SIZE];
 	struct hash128_state *h = NULL;
 	_cleanup_free_ uint8_t *buf = NULL;
@@ -197,17 +199,17 @@ int index_map_keep(struct index_map *m)
 	int r = 0;
 
 	if (copied) {
-		const char *slash = strrchr(m->keep_path, '/');
+		int dirlen = keep_dirlen(m);
+		const char *hex = m->keep_path + dirlen + 1;
 
 		r = index_copy(m);
 		close(m->src_fd);
 		m->src_fd = -1;
 		if (r == -EBADMSG)
 			return log_error(r, "index %s: the store's file no longer matches its name; "
-			                 "not kept", slash + 1);
+			                 "not kept", hex);
 		if (r < 0)
-			return log_errno(r, "index %s: writing it into `%.*s`", slash + 1,
-			                 (int)(slash - m->keep_path), m->keep_path);
+			return log_errno(r, "index %s: writing it into `%.*s`", hex, dirlen, m->keep_path);
 	}
 	if (m->keep_fd <= 0)
 		return 0;

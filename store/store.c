@@ -633,37 +633,52 @@ int store_resolve(struct store *s, const char *ref, char ret_hex[33])
 	return 0;
 }
 
-int store_get_index(struct store *s, const char *hex, struct buf *out)
+/* An index's key in the store ("indexes/<hex>") and the name it must hash to. */
+static int index_key(const char *hex, char key[64], uint8_t want[HASH_SIZE])
 {
-	char key[64];
-	uint8_t want[HASH_SIZE], got[HASH_SIZE];
-	int r;
-
 	if (hex_decode(hex, want, HASH_SIZE) < 0)
 		return -EINVAL;
-	snprintf(key, sizeof(key), "indexes/%s", hex);
-	r = store_get_sync(s, key, out);
-	if (r < 0)
-		return log_errno(r, "index %s: reading from store '%s'", hex, s->url);
-	hash128(out->data, out->len, got);
+	snprintf(key, 64, "indexes/%s", hex);
+	return 0;
+}
+
+/* 0 when len bytes at p hash to want; else -EBADMSG, logged. */
+static int index_check(const char *hex, const uint8_t want[HASH_SIZE], const void *p, size_t len)
+{
+	uint8_t got[HASH_SIZE];
+
+	hash128(p, len, got);
 	if (memcmp(want, got, HASH_SIZE))
 		return log_error(-EBADMSG, "index %s: content does not match its name", hex);
 	return 0;
 }
 
+int store_get_index(struct store *s, const char *hex, struct buf *out)
+{
+	char key[64];
+	uint8_t want[HASH_SIZE];
+	int r;
+
+	if (index_key(hex, key, want) < 0)
+		return -EINVAL;
+	r = store_get_sync(s, key, out);
+	if (r < 0)
+		return log_errno(r, "index %s: reading from store '%s'", hex, s->url);
+	return index_check(hex, want, out->data, out->len);
+}
+
 int store_open_index(struct store *s, const char *hex)
 {
 	char key[64];
-	uint8_t want[HASH_SIZE], got[HASH_SIZE];
+	uint8_t want[HASH_SIZE];
 	struct stat st;
 	void *map;
 	int fd, r = 0;
 
-	if (hex_decode(hex, want, HASH_SIZE) < 0)
+	if (index_key(hex, key, want) < 0)
 		return -EINVAL;
 	if (!s->ops->open_file)
 		return -EOPNOTSUPP;
-	snprintf(key, sizeof(key), "indexes/%s", hex);
 	fd = s->ops->open_file(s, key);
 	if (fd < 0)
 		return log_errno(fd, "index %s: reading from store '%s'", hex, s->url);
@@ -680,11 +695,11 @@ int store_open_index(struct store *s, const char *hex)
 		r = -errno;
 		goto fail;
 	}
-	hash128(map, (size_t)st.st_size, got);
+	r = index_check(hex, want, map, (size_t)st.st_size);
 	munmap(map, (size_t)st.st_size);
-	if (memcmp(want, got, HASH_SIZE)) {
+	if (r < 0) {
 		close(fd);
-		return log_error(-EBADMSG, "index %s: content does not match its name", hex);
+		return r;
 	}
 	return fd;
 fail:

@@ -30,6 +30,8 @@
 #include "store/store.h"
 #include "tools/tools.h"
 
+#define INDEX_COPY_BUF (1u << 20)  /* bytes per read when keeping a store's file */
+
 /* Unmap and free; m may be zeroed. */
 void index_map_free(struct index_map *m)
 {

@@ -85,8 +85,6 @@ struct index_map {
 	char *keep_path;      /* where index_map_keep() links them */
 };
 
-#define INDEX_COPY_BUF (1u << 20)  /* bytes per read when keeping a store's file */
-
 /* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it;
  * else the `dir:` store's own file, mapped in place once it hashed to its
  * name; else fetched from the store (checked against its name) and mapped

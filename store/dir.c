@@ -6,6 +6,8 @@
  *   ROOT/tags/<name>:<tag>   tags (names may hold '/': subdirectories)
  *   ROOT/profiles/<hex>      access profiles, named by their index; replaced by a
  *                            rename when pushed again
+ *   ROOT/packs/<hex>         packs: an image's chunks in one file (store.h), written
+ *                            as a stream (store_put_begin) and renamed into place
  *
  * A reader sees a whole object or none: objects are linked or renamed into
  * place once written (see dir_put_now), and several builders may put the same
@@ -20,7 +22,8 @@
  * makes on every cache miss — goes through the ring: openat, then reads until
  * the range is whole, then close, and its callback runs from the last
  * completion; the other operations (builders and tools use them) stay
- * synchronous and deferred.
+ * synchronous and deferred.  A pack's descriptor is opened once and kept
+ * (DIR_KEPT_FDS of them), so that a get from a pack is a read only.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -30,11 +33,23 @@
 #include "lib/loop.h"
 #include "store/store-internal.h"
 
+/* Packs whose descriptors a store on a loop keeps open: a mount reads one. */
+#define DIR_KEPT_FDS 8
+
+struct kept_fd {
+	char key[64];         /* "" while the slot is free */
+	int fd;
+	unsigned users;       /* gets in flight reading it: not closed meanwhile */
+	uint64_t last;        /* for replacing the least recently used */
+};
+
 struct dir_store {
 	int root_fd;
 	char *root;
 	uint64_t seq;
 	unsigned ring_gets;   /* gets in flight on the loop */
+	struct kept_fd kept[DIR_KEPT_FDS];
+	uint64_t kept_clock;
 };
 
 static struct dir_store *D(struct store *s)
@@ -66,6 +81,7 @@ struct ring_get {
 	store_get_cb cb;
 	void *ud;
 	int fd;
+	struct kept_fd *kept; /* fd is this kept one's: not closed at the end */
 	uint64_t off, want;   /* range still to read: [off, off + want - b.len) */
 	struct buf b;
 	char path[PATH_MAX];
@@ -75,7 +91,9 @@ static void ring_get_done(struct ring_get *g, int64_t res)
 {
 	struct dir_store *d = D(g->s);
 
-	if (g->fd >= 0 && loop_close(g->s->loop, g->fd, NULL, NULL) < 0)
+	if (g->kept)
+		g->kept->users--;
+	else if (g->fd >= 0 && loop_close(g->s->loop, g->fd, NULL, NULL) < 0)
 		close(g->fd);
 	d->ring_gets--;
 	if (res >= 0 && g->b.data)
@@ -146,10 +164,69 @@ static void ring_get_open_cb(void *ud, int res)
 		ring_get_done(g, r);
 }
 
+/* The kept descriptor of the pack at key (path under the root), opened now
+ * when it is not kept yet; NULL when it cannot be (the caller opens it the
+ * usual way, which reports why). */
+static struct kept_fd *kept_get(struct dir_store *d, const char *key, const char *path)
+{
+	struct kept_fd *k, *victim = NULL;
+	int fd;
+
+	if (strlen(key) >= sizeof(k->key))
+		return NULL;
+	for (k = d->kept; k < d->kept + DIR_KEPT_FDS; k++) {
+		if (k->key[0] && !strcmp(k->key, key)) {
+			k->last = ++d->kept_clock;
+			return k;
+		}
+		if (!k->users && (!victim || !k->key[0] || (victim->key[0] && k->last < victim->last)))
+			victim = k;
+	}
+	if (!victim)
+		return NULL;
+	fd = openat(d->root_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	if (victim->key[0])
+		close(victim->fd);
+	snprintf(victim->key, sizeof(victim->key), "%s", key);
+	victim->fd = fd;
+	victim->last = ++d->kept_clock;
+	return victim;
+}
+
+/* Start g's reads on a kept pack descriptor: 0 when they are under way,
+ * else -errno and nothing started (the caller opens the file anew, so that
+ * any error is reported from a completion, not from this call). */
+static int ring_get_kept(struct ring_get *g, struct kept_fd *k)
+{
+	struct stat st;
+	uint64_t size, n;
+
+	if (fstat(k->fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return -EIO;
+	size = (uint64_t)st.st_size;
+	n = g->off >= size ? 0 : size - g->off;
+	if (g->want && g->want < n)
+		n = g->want;
+	if (n == 0 || buf_reserve(&g->b, n) < 0)
+		return -EIO;
+	g->want = n;
+	g->fd = k->fd;
+	if (loop_read(g->s->loop, g->fd, g->b.data, n, g->off, ring_get_read_cb, g) < 0) {
+		g->fd = -1;
+		return -EIO;
+	}
+	g->kept = k;
+	k->users++;
+	return 0;
+}
+
 static int dir_get_ring(struct store *s, const char *key, uint64_t off, uint64_t len,
                         store_get_cb cb, void *ud)
 {
 	struct ring_get *g = calloc(1, sizeof(*g));
+	struct kept_fd *k;
 	int r;
 
 	if (!g)
@@ -164,6 +241,12 @@ static int dir_get_ring(struct store *s, const char *key, uint64_t off, uint64_t
 	g->ud = ud;
 	g->fd = -1;
 	g->off = off;
+	g->want = len;
+	if (!strncmp(key, "packs/", 6) && (k = kept_get(D(s), key, g->path)) &&
+	    ring_get_kept(g, k) == 0) {
+		D(s)->ring_gets++;
+		return 0;
+	}
 	g->want = len;
 	r = loop_openat(s->loop, D(s)->root_fd, g->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0,
 	                ring_get_open_cb, g);
@@ -371,6 +454,77 @@ static int dir_put(struct store *s, const char *key, const void *data, size_t le
 	return store_defer(s, cb, ud, dir_put_now(s, key, data, len));
 }
 
+/*
+ * A streamed put: an object too large to hold in memory (a pack) is written
+ * into an unnamed file in its own directory (a named temporary one where the
+ * filesystem has no O_TMPFILE), and renamed over key once durable, replacing
+ * any object there.  The temporary name is derived from key and the process,
+ * so that the end finds it again without state: one streamed put of a key per
+ * process at a time.
+ */
+static int stream_tmp_name(const char *base, char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, ".tmp.%s.%d", base, (int)getpid());
+
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+static int dir_put_begin(struct store *s, const char *key)
+{
+	char path[PATH_MAX], tmp[NAME_MAX + 1];
+	const char *base;
+	_cleanup_close_ int dfd = -1;
+	int fd, r;
+
+	r = dir_path(key, path, sizeof(path));
+	if (r < 0)
+		return r;
+	dfd = open_parent(D(s), path, &base);
+	if (dfd < 0)
+		return dfd;
+	r = stream_tmp_name(base, tmp, sizeof(tmp));
+	if (r < 0)
+		return r;
+	unlinkat(dfd, tmp, 0);   /* left by an earlier process of this pid */
+	fd = openat(dfd, ".", O_RDWR | O_TMPFILE | O_CLOEXEC, 0644);
+	if (fd < 0 && (errno == EISDIR || errno == EINVAL || errno == EOPNOTSUPP))
+		fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	return fd < 0 ? -errno : fd;
+}
+
+static int dir_put_end(struct store *s, const char *key, int fd, bool commit)
+{
+	char path[PATH_MAX], tmp[NAME_MAX + 1], proc[64];
+	const char *base;
+	_cleanup_close_ int dfd = -1;
+	int r;
+
+	r = dir_path(key, path, sizeof(path));
+	if (r < 0)
+		return r;
+	dfd = open_parent(D(s), path, &base);
+	if (dfd < 0)
+		return dfd;
+	r = stream_tmp_name(base, tmp, sizeof(tmp));
+	if (r < 0)
+		return r;
+	if (commit && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && commit) {
+		/* an unnamed file gets the temporary name first; a named one has it */
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		if (linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+			r = -errno;
+	}
+	if (r == 0 && commit && renameat(dfd, tmp, dfd, base) < 0)
+		r = -errno;
+	if (r == 0 && commit && fsync(dfd) < 0)
+		r = -errno;
+	if (r < 0 || !commit)
+		unlinkat(dfd, tmp, 0);
+	return r;
+}
+
 struct name_list {
 	char **v;
 	size_t n, cap;
@@ -491,6 +645,9 @@ static void dir_free(struct store *s)
 	struct dir_store *d = D(s);
 
 	if (d) {
+		for (struct kept_fd *k = d->kept; k < d->kept + DIR_KEPT_FDS; k++)
+			if (k->key[0])
+				close(k->fd);
 		if (d->root_fd >= 0)
 			close(d->root_fd);
 		free(d->root);
@@ -530,6 +687,8 @@ static const struct store_ops dir_ops = {
 	.flush = dir_flush,
 	.pending = dir_pending,
 	.open_file = dir_open_file,
+	.put_begin = dir_put_begin,
+	.put_end = dir_put_end,
 	.free = dir_free,
 };
 

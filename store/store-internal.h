@@ -33,6 +33,10 @@ struct store_ops {
 	/* A read-only descriptor of the object at key, for backends that keep
 	 * objects as local files; NULL: store_open_file says -EOPNOTSUPP. */
 	int (*open_file)(struct store *s, const char *key);
+	/* store_put_begin/store_put_end (the end closes nothing: store.c does);
+	 * NULL: -EOPNOTSUPP. */
+	int (*put_begin)(struct store *s, const char *key);
+	int (*put_end)(struct store *s, const char *key, int fd, bool commit);
 	void (*free)(struct store *s);
 };
 

@@ -706,3 +706,42 @@ fail:
 	close(fd);
 	return log_errno(r, "index %s: reading from store '%s'", hex, s->url);
 }
+
+int64_t store_local_size(struct store *s, const char *key)
+{
+	struct stat st;
+	int fd;
+	int64_t r;
+
+	if (!store_key_valid(key))
+		return -EINVAL;
+	if (!s->ops->open_file)
+		return -EOPNOTSUPP;
+	fd = s->ops->open_file(s, key);
+	if (fd < 0)
+		return fd;
+	r = fstat(fd, &st) < 0 ? -errno : (int64_t)st.st_size;
+	close(fd);
+	return r;
+}
+
+int store_put_begin(struct store *s, const char *key)
+{
+	if (!store_key_valid(key))
+		return -EINVAL;
+	if (!s->ops->put_begin)
+		return -EOPNOTSUPP;
+	return s->ops->put_begin(s, key);
+}
+
+int store_put_end(struct store *s, const char *key, int *fd, bool commit)
+{
+	int r;
+
+	if (*fd < 0)
+		return -EBADF;
+	r = store_key_valid(key) && s->ops->put_end ? s->ops->put_end(s, key, *fd, commit) : -EINVAL;
+	close(*fd);
+	*fd = -1;
+	return r;
+}

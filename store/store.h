@@ -10,7 +10,9 @@
  *
  * Keys are '/'-separated names: "chunks/<32 hex>", "indexes/<32 hex>",
  * "tags/<name>:<tag>", "profiles/<32 hex>" (the access profile of that index,
- * image/FORMAT.md; replaced when pushed again).  A backend maps them to its own layout (the dir
+ * image/FORMAT.md; replaced when pushed again), "packs/<32 hex>" (that
+ * index's chunks in one object, image/FORMAT.md "Packs": `dir:` stores only,
+ * see "Packs" below).  A backend maps them to its own layout (the dir
  * backend fans chunks out as chunks/ab/<hex>).  Writes are atomic and
  * idempotent: a reader sees a whole object or none.
  *
@@ -78,6 +80,7 @@
 #ifndef LAZYROOT_STORE_H
 #define LAZYROOT_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -184,5 +187,31 @@ int store_get_index(struct store *s, const char *hex, struct buf *out);
  * than copied: a `dir:` store only.  -EOPNOTSUPP (not logged) from a store
  * that does not keep its objects as local files; other errors are logged. */
 int store_open_index(struct store *s, const char *hex);
+
+/* ---- packs ----------------------------------------------------------------- */
+
+/*
+ * A pack holds an image's chunks as the store holds them, back to back in the
+ * order of the index's chunk table, so that a mount of a local store reads a
+ * miss at an offset of one file it keeps open, instead of walking a path to a
+ * file per chunk (image/FORMAT.md, "Packs").  It is an optional copy: every
+ * chunk is still a chunks/ object, and a reader falls back to it when the pack
+ * fails.  Only stores that keep objects as local files (`dir:`) write and
+ * read packs: for a remote store a range of a pack costs the request a chunk
+ * object costs.
+ */
+
+/* The size of the object at key in a store that keeps objects as local files:
+ * -EOPNOTSUPP (not logged) from other stores, -ENOENT when missing. */
+int64_t store_local_size(struct store *s, const char *key);
+/* Write an object too large to hold in memory as a stream: a descriptor of a
+ * new file (empty, read-write) that becomes key only at store_put_end() with
+ * commit, made durable first and replacing any object there.  Without
+ * commit, or when the end fails, nothing is left.  One streamed put of a key
+ * per process at a time.  -EOPNOTSUPP (not logged) from stores other than
+ * `dir:`. */
+int store_put_begin(struct store *s, const char *key);
+/* Closes *fd and sets it to -1, whatever the result. */
+int store_put_end(struct store *s, const char *key, int *fd, bool commit);
 
 #endif

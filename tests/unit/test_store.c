@@ -294,6 +294,146 @@ static void test_store__loop_mode_many_gets_and_free_before_turn(void **state)
 	loop_free(l);
 }
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static int count_tmp_files(void)
+{
+	char cmd[256];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "find '%s' -name '.tmp*' | wc -l", root);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &n), 1);
+	pclose(f);
+	return n;
+}
+
+/* A streamed put: invisible until committed, nothing left when aborted, and
+ * it replaces the object there. */
+static void test_store__streamed_put_commits_aborts_replaces(void **state)
+{
+	struct store *s = open_store(), *m = NULL;
+	const char *key = "packs/0123456789abcdef0123456789abcdef";
+	static char big[300000];
+	struct buf b = BUF_INIT;
+	char url[160];
+	int fd;
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + (i >> 11));
+	fd = store_put_begin(s, key);
+	assert_true(fd >= 0);
+	assert_int_equal(write_full(fd, big, sizeof(big)), 0);
+	assert_int_equal(store_head_sync(s, key), -ENOENT);
+	assert_int_equal(store_put_end(s, key, &fd, true), 0);
+	assert_int_equal(fd, -1);
+	assert_int_equal(store_head_sync(s, key), sizeof(big));
+	assert_int_equal(store_local_size(s, key), sizeof(big));
+	assert_int_equal(store_get_sync(s, key, &b), 0);
+	assert_int_equal(b.len, sizeof(big));
+	assert_memory_equal(b.data, big, sizeof(big));
+	/* aborted: the object as it was */
+	fd = store_put_begin(s, key);
+	assert_true(fd >= 0);
+	assert_int_equal(write_full(fd, "short", 5), 0);
+	assert_int_equal(store_put_end(s, key, &fd, false), 0);
+	assert_int_equal(store_local_size(s, key), sizeof(big));
+	/* committed again: replaced */
+	fd = store_put_begin(s, key);
+	assert_int_equal(write_full(fd, "short", 5), 0);
+	assert_int_equal(store_put_end(s, key, &fd, true), 0);
+	assert_int_equal(store_get_sync(s, key, &b), 0);
+	assert_int_equal(b.len, 5);
+	assert_memory_equal(b.data, "short", 5);
+	assert_int_equal(count_tmp_files(), 0);
+	assert_int_equal(store_local_size(s, "packs/ffffffffffffffffffffffffffffffff"), -ENOENT);
+	assert_int_equal(store_put_begin(s, "packs/../x"), -EINVAL);
+	/* stores that keep no local files hold no packs */
+	snprintf(url, sizeof(url), "dir:%s/a,dir:%s/b", root, root);
+	assert_int_equal(store_open(url, &m), 0);
+	assert_int_equal(store_put_begin(m, key), -EOPNOTSUPP);
+	assert_int_equal(store_local_size(m, key), -EOPNOTSUPP);
+	store_free(m);
+	buf_free(&b);
+	store_free(s);
+}
+
+/* Ranged gets of packs on a loop keep at most DIR_KEPT_FDS (8) descriptors
+ * open, read the right bytes from each of more packs than that (those not
+ * kept are opened per get), and a kept pack deleted meanwhile still reads
+ * from its descriptor. */
+static void test_store__loop_mode_pack_reads_keep_few_fds(void **state)
+{
+	struct store *s = open_store();
+	struct loop *l;
+	static struct get_result g[12][20];
+	static char data[12][4096];
+	char key[64], path[160];
+	int fds;
+
+	for (int p = 0; p < 12; p++) {
+		for (int i = 0; i < 4096; i++)
+			data[p][i] = (char)(p * 31 + i * 13);
+		snprintf(key, sizeof(key), "packs/%032x", p);
+		assert_int_equal(store_put_sync(s, key, data[p], sizeof(data[p])), 0);
+	}
+	assert_int_equal(loop_new(16, &l), 0);
+	assert_int_equal(store_set_loop(s, l), 0);
+	fds = count_fds();
+	memset(g, 0, sizeof(g));
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 20; i++)
+			for (int p = 0; p < 12; p++) {
+				snprintf(key, sizeof(key), "packs/%032x", p);
+				assert_int_equal(store_get(s, key, (uint64_t)i * 200, 200, get_record_cb,
+				                           &g[p][i]), 0);
+			}
+		assert_int_equal(store_run(s), 0);
+		for (int p = 0; p < 12; p++)
+			for (int i = 0; i < 20; i++) {
+				assert_int_equal(g[p][i].calls, 1);
+				assert_int_equal(g[p][i].res, 200);
+				assert_memory_equal(g[p][i].data.data, data[p] + i * 200, 200);
+				buf_free(&g[p][i].data);
+				g[p][i].calls = 0;
+			}
+		/* the closes of descriptors not kept are queued on the ring */
+		while (loop_pending(l))
+			assert_true(loop_run_once(l, true) >= 0);
+		assert_true(count_fds() <= fds + 8);
+		/* a pack deleted: the descriptor kept (the first packs read took the
+		 * slots) still reads it */
+		snprintf(path, sizeof(path), "%s/packs/%032x", root, 0);
+		unlink(path);
+	}
+	/* past the end: nothing; a missing pack not kept: -ENOENT */
+	assert_int_equal(store_get(s, "packs/00000000000000000000000000000001", 5000, 10,
+	                           get_record_cb, &g[0][0]), 0);
+	assert_int_equal(store_get(s, "packs/ffffffffffffffffffffffffffffffff", 0, 10,
+	                           get_record_cb, &g[0][1]), 0);
+	assert_int_equal(store_run(s), 0);
+	while (loop_pending(l))
+		assert_true(loop_run_once(l, true) >= 0);
+	assert_int_equal(g[0][0].res, 0);
+	assert_int_equal(g[0][1].res, -ENOENT);
+	buf_free(&g[0][0].data);
+	store_free(s);
+	assert_int_equal(count_fds(), fds - 1);   /* the root's descriptor went too */
+	loop_free(l);
+}
+
 static void test_store__unsupported_scheme(void **state)
 {
 	struct store *s = NULL;
@@ -315,6 +455,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__loop_mode_gets_through_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__loop_mode_many_gets_and_free_before_turn,
 		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__streamed_put_commits_aborts_replaces, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_store__loop_mode_pack_reads_keep_few_fds, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_store__unsupported_scheme, setup, teardown),
 	};
 

@@ -213,6 +213,10 @@ int image_extent(const struct image *img, uint64_t ino, uint64_t i, struct image
 int64_t image_extent_find(const struct image *img, uint64_t ino, uint64_t off);
 
 int image_chunk(const struct image *img, uint32_t idx, struct image_chunk *ret);
+/* Where each chunk lies in the image's pack (FORMAT.md, "Packs"): *ret, to
+ * free(), holds n+1 offsets for the n chunks of the table, the last being the
+ * pack's size.  Cost: O(n), one pass over the chunk table. */
+int image_pack_offsets(const struct image *img, uint64_t **ret);
 
 /* The image config JSON (may be empty); points into the index. */
 void image_config(const struct image *img, const char **ret, size_t *ret_len);

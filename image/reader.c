@@ -551,6 +551,23 @@ int image_chunk(const struct image *img, uint32_t idx, struct image_chunk *ret)
 	return 0;
 }
 
+int image_pack_offsets(const struct image *img, uint64_t **ret)
+{
+	uint64_t n = img->sec_count[IDX_S_CHUNKS], off = 0;
+	uint64_t *v = malloc((n + 1) * sizeof(*v));
+	const uint8_t *p = img->sec[IDX_S_CHUNKS];
+
+	if (!v)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++, p += IDX_CHUNK_SIZE) {
+		v[i] = off;
+		off += le32(p + IDX_C_STORED_SIZE);
+	}
+	v[n] = off;
+	*ret = v;
+	return 0;
+}
+
 void image_config(const struct image *img, const char **ret, size_t *ret_len)
 {
 	*ret = img->sec_len[IDX_S_CONFIG] ? (const char *)img->sec[IDX_S_CONFIG] : "";

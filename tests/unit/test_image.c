@@ -182,6 +182,33 @@ static struct image_stat must_stat(const struct image *img, const char *path)
 
 /* ---- round trip --------------------------------------------------------- */
 
+/* A pack's offsets are the running sum of stored sizes in table order, the
+ * last one the header's stored_bytes. */
+static void test_image__pack_offsets_are_stored_size_prefix_sums(void **state)
+{
+	struct image *img;
+	struct image_info info;
+	struct image_chunk c;
+	uint64_t *v, sum = 0;
+	size_t len;
+	uint8_t *data = sample_index(&len);
+
+	assert_int_equal(image_open_mem(data, len, &img), 0);
+	image_get_info(img, &info);
+	assert_true(info.chunks >= 2);
+	assert_int_equal(image_pack_offsets(img, &v), 0);
+	for (uint32_t i = 0; i < info.chunks; i++) {
+		assert_int_equal(v[i], sum);
+		assert_int_equal(image_chunk(img, i, &c), 0);
+		sum += c.stored_size;
+	}
+	assert_int_equal(v[info.chunks], sum);
+	assert_int_equal(v[info.chunks], info.stored_bytes);
+	free(v);
+	image_free(img);
+	free(data);
+}
+
 static void test_image__round_trip_every_entry_type(void **state)
 {
 	struct image *img;
@@ -1222,6 +1249,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_image__round_trip_every_entry_type),
+		cmocka_unit_test(test_image__pack_offsets_are_stored_size_prefix_sums),
 		cmocka_unit_test(test_image__hardlinks_share_inode_and_nlink),
 		cmocka_unit_test(test_image__hardlink_survives_replace_and_remove),
 		cmocka_unit_test(test_image__dir_nlink_counts_subdirs),

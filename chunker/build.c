@@ -741,21 +741,31 @@ int build_finish(struct build *b, const char *tag, struct build_summary *ret)
 	r = store_put_sync(b->store, key, idx.data, idx.len);
 	if (r < 0)
 		return log_errno(r, "store '%s': writing index %s", store_url(b->store), ret->index);
+	r = image_open_mem(idx.data, idx.len, &img);
+	if (r < 0)
+		return log_errno(r, "build: the index just written does not open");
+	if (b->p.pack) {
+		r = build_pack(b->store, img, ret->index, &ret->pack_bytes);
+		if (r < 0) {
+			image_free(img);
+			return r;
+		}
+	}
 	if (tag) {
 		char content[40];
 
 		r = store_tag_key(tag, key, sizeof(key));
-		if (r < 0)
+		if (r < 0) {
+			image_free(img);
 			return log_error(r, "tag '%s': not a valid name[:tag]", tag);
+		}
 		snprintf(content, sizeof(content), "%s\n", ret->index);
 		r = store_put_sync(b->store, key, content, strlen(content));
-		if (r < 0)
+		if (r < 0) {
+			image_free(img);
 			return log_errno(r, "store '%s': writing tag '%s'", store_url(b->store), tag);
+		}
 	}
-
-	r = image_open_mem(idx.data, idx.len, &img);
-	if (r < 0)
-		return log_errno(r, "build: the index just written does not open");
 	image_get_info(img, &info);
 	image_free(img);
 	draw_progress(b, true);

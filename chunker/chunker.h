@@ -56,6 +56,8 @@ struct build_params {
 	unsigned threads;                       /* worker threads; 0 = one per core */
 	const char *platform;                   /* "os/arch[/variant]" or NULL = host */
 	bool progress;                          /* draw a progress bar on stderr */
+	bool pack;                              /* also write the image's pack
+	                                           (build_pack) before the tag */
 };
 
 #define BUILD_DEFAULT_MIN (32 * 1024)
@@ -72,6 +74,7 @@ struct build_summary {
 	uint64_t chunks_new;     /* chunks the store did not have */
 	uint64_t bytes_stored;   /* bytes written to the store for new chunks */
 	uint64_t chunk_bytes;    /* distinct chunk bytes, uncompressed */
+	uint64_t pack_bytes;     /* the pack's size (build_params.pack), else 0 */
 	double seconds;
 	char index[33];          /* the index's name, hex */
 };
@@ -116,6 +119,18 @@ void build_set_total(struct build *b, uint64_t bytes);
  * that could not store a chunk) fails this call and no tag is written.
  */
 int build_finish(struct build *b, const char *tag, struct build_summary *ret);
+
+/*
+ * Write the pack of image img (its index named hex) into store s
+ * (image/FORMAT.md, "Packs"; store.h): each chunk object is read, checked to
+ * be its stored size and to decode to its name, and appended in table order;
+ * the pack replaces an earlier one only once whole and durable, and a failure
+ * leaves nothing.  -EOPNOTSUPP for a store that cannot hold packs (only `dir:`
+ * can).  *ret_bytes (may be NULL): the pack's size.  Logs its errors.
+ * Cost: a read, decode and hash of every chunk of the image.
+ */
+struct image;
+int build_pack(struct store *s, const struct image *img, const char *hex, uint64_t *ret_bytes);
 
 /* ---- sources ------------------------------------------------------------ */
 

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 	        "  --max-size SIZE    largest chunk (default %uK)\n"
 	        "  --level N          zstd level, 1-19 (default %d)\n"
 	        "  --threads N        worker threads (default: one per core)\n"
+	        "  --pack             also write the image's pack: its chunks in one file, which\n"
+	        "                     a mount reads its misses from (dir: stores only)\n"
 	        "  --json             print a summary as JSON on stdout\n"
 	        "  --no-progress      no progress bar even on a terminal\n"
 	        "  -h, --help         this text\n",
@@ -73,7 +75,7 @@ static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
 int cmd_build(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL,
-	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG };
+	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG, O_PACK };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -87,6 +89,7 @@ int cmd_build(int argc, char **argv)
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
+		{ "pack", no_argument, NULL, O_PACK },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -131,6 +134,7 @@ int cmd_build(int argc, char **argv)
 			break;
 		case O_JSON: json = true; break;
 		case O_NOPROG: noprog = true; break;
+		case O_PACK: p.pack = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -159,6 +163,12 @@ int cmd_build(int argc, char **argv)
 	r = store_open(tools_store_url(store_opt), &s);
 	if (r < 0)
 		return 1;
+	if (p.pack && store_local_size(s, "packs/probe") == -EOPNOTSUPP) {
+		log_error(-EOPNOTSUPP, "--pack: store '%s' cannot hold packs (only dir: stores can)",
+		          store_url(s));
+		store_free(s);
+		return 2;
+	}
 	r = build_new(&p, s, &b);
 	if (r == 0)
 		r = source_add(b, source, p.platform);
@@ -180,19 +190,23 @@ int cmd_build(int argc, char **argv)
 		tools_json_string(stdout, tag, strlen(tag));
 		printf(",\"entries\":%llu,\"bytes_in\":%llu,\"chunks\":%llu,\"chunks_new\":%llu,"
 		       "\"chunk_bytes\":%llu,\"bytes_stored\":%llu,\"dedup_ratio\":%.3f,"
-		       "\"seconds\":%.3f}\n",
+		       "\"pack_bytes\":%llu,\"seconds\":%.3f}\n",
 		       (unsigned long long)sum.entries, (unsigned long long)sum.bytes_in,
 		       (unsigned long long)sum.chunks, (unsigned long long)sum.chunks_new,
 		       (unsigned long long)sum.chunk_bytes, (unsigned long long)sum.bytes_stored,
-		       dedup, sum.seconds);
+		       dedup, (unsigned long long)sum.pack_bytes, sum.seconds);
 	} else {
 		char a[32], bb[32];
 
-		printf("%s %s: %llu entries, %s in, %llu chunks (%llu new, %s stored), %.2f s\n",
+		char pk[48] = "", pb[32];
+
+		if (p.pack)
+			snprintf(pk, sizeof(pk), ", pack %s", format_size(sum.pack_bytes, pb, sizeof(pb)));
+		printf("%s %s: %llu entries, %s in, %llu chunks (%llu new, %s stored)%s, %.2f s\n",
 		       tag, sum.index, (unsigned long long)sum.entries,
 		       format_size(sum.bytes_in, a, sizeof(a)), (unsigned long long)sum.chunks,
 		       (unsigned long long)sum.chunks_new, format_size(sum.bytes_stored, bb, sizeof(bb)),
-		       sum.seconds);
+		       pk, sum.seconds);
 	}
 	return 0;
 }

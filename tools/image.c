@@ -1,6 +1,6 @@
 /*
- * image.c — `lazyroot image ls|inspect|extract`: reading images in a store
- * without mounting them.  Extract verifies every chunk it reads and writes the
+ * image.c — `lazyroot image ls|inspect|extract|pack`: reading images in a
+ * store without mounting them, and writing an image's pack.  Extract verifies every chunk it reads and writes the
  * tree back with everything the index holds (owners, modes, times with
  * nanoseconds, devices, hard links, holes, extended attributes).
  */
@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <zstd.h>
 
+#include "chunker/chunker.h"
 #include "image/image.h"
 #include "lib/lib.h"
 #include "store/store.h"
@@ -23,12 +24,15 @@ static void usage(FILE *f)
 	        "usage: lazyroot image ls [--store URL] [--s3-endpoint URL] [--json]\n"
 	        "       lazyroot image inspect REF [--store URL] [--s3-endpoint URL] [--json]\n"
 	        "       lazyroot image extract REF DIR [--store URL] [--s3-endpoint URL]\n"
+	        "       lazyroot image pack REF [--store URL] [--json]\n"
 	        "\n"
 	        "REF is NAME[:TAG] or an index name (32 hex digits).\n"
 	        "  ls        the tags in the store and the index each names\n"
 	        "  inspect   entries, bytes, chunks, chunk-size histogram and config\n"
 	        "  extract   write the image's tree into DIR (new or empty), verifying\n"
 	        "            every chunk read\n"
+	        "  pack      write the image's pack: its chunks, checked, in one file that\n"
+	        "            a mount reads its misses from (dir: stores only)\n"
 	        "\n"
 	        "  --store URL   chunk store (default: $LAZYROOT_STORE, else %s)\n"
 	        "  --s3-endpoint URL\n"
@@ -463,6 +467,35 @@ out:
 	return r;
 }
 
+/* ---- pack ----------------------------------------------------------------- */
+
+static int image_pack(struct store *s, const char *ref, bool json)
+{
+	struct loaded l = { 0 };
+	struct image_info info;
+	uint64_t bytes = 0;
+	char sz[32];
+	int r;
+
+	if (store_local_size(s, "packs/probe") == -EOPNOTSUPP)
+		return log_error(-EOPNOTSUPP, "pack '%s': store '%s' cannot hold packs (only dir: "
+		                 "stores can)", ref, store_url(s));
+	r = load_image(s, ref, &l);
+	if (r == 0)
+		r = build_pack(s, l.img, l.hex, &bytes);
+	if (r == 0) {
+		image_get_info(l.img, &info);
+		if (json)
+			printf("{\"index\":\"%s\",\"chunks\":%llu,\"bytes\":%llu}\n", l.hex,
+			       (unsigned long long)info.chunks, (unsigned long long)bytes);
+		else
+			printf("packs/%s: %llu chunks, %s\n", l.hex, (unsigned long long)info.chunks,
+			       format_size(bytes, sz, sizeof(sz)));
+	}
+	loaded_free(&l);
+	return r;
+}
+
 int cmd_image(int argc, char **argv)
 {
 	struct tools_verb o;
@@ -478,7 +511,8 @@ int cmd_image(int argc, char **argv)
 	nargs = o.nargs;
 	if (!strcmp(verb, "ls") ? nargs != 0 :
 	    !strcmp(verb, "inspect") ? nargs != 1 :
-	    !strcmp(verb, "extract") ? nargs != 2 : 1) {
+	    !strcmp(verb, "extract") ? nargs != 2 :
+	    !strcmp(verb, "pack") ? nargs != 1 : 1) {
 		usage(stderr);
 		return 2;
 	}
@@ -489,6 +523,8 @@ int cmd_image(int argc, char **argv)
 		r = image_ls(s, o.json);
 	else if (!strcmp(verb, "inspect"))
 		r = image_inspect(s, argv[0], o.json);
+	else if (!strcmp(verb, "pack"))
+		r = image_pack(s, argv[0], o.json);
 	else
 		r = image_extract(s, argv[0], argv[1]);
 	store_free(s);

@@ -884,8 +884,8 @@ static int check_verdict(struct flight *f, int r)
 
 	if (r < 0) {
 		stat_add(&c->st->verify_failures, 1);
-		log_msg(LOG_ERR, "cache: chunk %s from %s fails verification", f->hex,
-		        store_url(f->store));
+		log_msg(LOG_ERR, "cache: chunk %s from %s%s fails verification", f->hex,
+		        f->ch.in_pack ? "the pack in " : "", store_url(f->store));
 		return -EBADMSG;
 	}
 	return 0;
@@ -956,6 +956,18 @@ static void fetch_cb(void *ud, int64_t res, struct buf *data)
 	stat_sub(&c->st->inflight, 1);
 	count_latency(c, now_ns() - f->t0, f->alone);
 	fetch_next(c);
+	if (res < 0 && f->ch.in_pack) {
+		/* the pack is a copy: the chunk object may still be good */
+		char pack[HASH_HEX_SIZE];
+
+		hex_encode(f->ch.pack, HASH_SIZE, pack);
+		log_msg(LOG_WARN, "cache: chunk %s from packs/%s in %s: %s; fetching chunks/%s",
+		        f->hex, pack, store_url(f->store),
+		        res == -EBADMSG ? "wrong bytes" : strerror((int)-res), f->hex);
+		f->ch.in_pack = false;
+		flight_to_fetch(f);
+		return;
+	}
 	if (res < 0) {
 		if (res != -EBADMSG)
 			log_errno((int)res, "cache: fetching chunk %s from %s", f->hex,
@@ -1135,16 +1147,26 @@ static void fetch_start(struct flight *f)
 {
 	struct cache *c = f->c;
 	char key[64];
+	uint64_t off = 0, len = 0;
 	int r;
 
-	snprintf(key, sizeof(key), "chunks/%s", f->hex);
+	if (f->ch.in_pack) {
+		char pack[HASH_HEX_SIZE];
+
+		hex_encode(f->ch.pack, HASH_SIZE, pack);
+		snprintf(key, sizeof(key), "packs/%s", pack);
+		off = f->ch.pack_off;
+		len = f->ch.stored_size;
+	} else {
+		snprintf(key, sizeof(key), "chunks/%s", f->hex);
+	}
 	f->alone = c->fetching == 0;
 	c->fetching++;
 	stat_add(&c->st->inflight, 1);
 	f->t0 = now_ns();
 	/* the store counts into the shared stats file (a pointer assignment) */
 	store_set_counters(f->store, &c->st->store);
-	r = store_get_checked(f->store, key, 0, 0, fetch_check, fetch_cb, f);
+	r = store_get_checked(f->store, key, off, len, fetch_check, fetch_cb, f);
 	if (r < 0) {
 		c->fetching--;
 		stat_sub(&c->st->inflight, 1);

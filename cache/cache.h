@@ -58,6 +58,12 @@ struct cache_chunk {
 	uint32_t size;           /* uncompressed bytes */
 	uint32_t stored_size;    /* bytes in the store */
 	uint32_t flags;          /* CHUNK_ZSTD or 0 (lib.h) */
+	/* in_pack: the store also holds the chunk at pack_off of the pack
+	 * "packs/<pack in hex>" (store.h), which a fetch reads instead of the
+	 * chunk object, falling back to that object when the pack's bytes fail */
+	bool in_pack;
+	uint8_t pack[16];
+	uint64_t pack_off;
 };
 
 struct cache_params {

@@ -181,6 +181,7 @@ struct fs {
 	struct fs_params p;
 	char *mountpoint;               /* canonical, owned */
 	char *index_hex;                /* owned */
+	uint8_t pack_name[HASH_SIZE];   /* index_hex's bytes: the pack's name */
 	struct fuse_session *se;
 	struct fuse_buf rbuf;           /* one request at a time: the loop is single-threaded */
 	struct image_info info;
@@ -737,12 +738,23 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void to_cache_chunk(const struct image_chunk *ic, struct cache_chunk *cc)
+/* Chunk idx of the image (ic) as the cache wants it: with where the image's
+ * pack holds it, when the store has one (fs_params.pack_offsets). */
+static void to_cache_chunk(const struct fs *f, uint32_t idx, const struct image_chunk *ic,
+                           struct cache_chunk *cc)
 {
 	memcpy(cc->name, ic->name, sizeof(cc->name));
 	cc->size = ic->size;
 	cc->stored_size = ic->stored_size;
 	cc->flags = ic->flags;
+	cc->in_pack = f->p.pack_offsets != NULL;
+	if (cc->in_pack) {
+		memcpy(cc->pack, f->pack_name, sizeof(cc->pack));
+		cc->pack_off = f->p.pack_offsets[idx];
+	} else {
+		memset(cc->pack, 0, sizeof(cc->pack));
+		cc->pack_off = 0;
+	}
 }
 
 /* The pieces of file ino (size bytes) in order, for cache_file_open():
@@ -776,7 +788,7 @@ static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_p
 			free(v);
 			return r;
 		}
-		to_cache_chunk(&ic, &v[i].ch);
+		to_cache_chunk(f, ex.chunk, &ic, &v[i].ch);
 		v[i].off = ex.chunk_off;
 		v[i].len = (uint32_t)ex.len;
 		pos += ex.len;
@@ -994,7 +1006,7 @@ static void profile_pump(struct fs *f)
 		r = pf ? image_chunk(f->p.image, c, &ic) : -ENOMEM;
 		if (r == 0) {
 			*pf = (struct fs_pf){ f, c, ic.size };
-			to_cache_chunk(&ic, &cc);
+			to_cache_chunk(f, c, &ic, &cc);
 			r = cache_profile_prefetch(f->p.cache, f->p.store, &cc, f->slot, profile_done,
 			                           pf);
 		}
@@ -1188,7 +1200,7 @@ static void read_ahead(struct fs *f, fuse_ino_t ino, struct fs_stream *st, uint6
 			continue;
 		if (image_chunk(img, ex.chunk, &ic) < 0)
 			break;
-		to_cache_chunk(&ic, &cc);
+		to_cache_chunk(f, ex.chunk, &ic, &cc);
 		if (cache_readahead(f->p.cache, f->p.store, &cc, f->slot, prefetch_done, NULL) < 0)
 			break;
 		st->prefetched_to = ex.file_off + ex.len;
@@ -1202,7 +1214,7 @@ static bool near_add(struct fs *f, uint32_t idx, struct cache_chunk near[FS_NEAR
 
 	if (*n >= FS_NEAR_MAX || image_chunk(f->p.image, idx, &ic) < 0)
 		return false;
-	to_cache_chunk(&ic, &near[(*n)++]);
+	to_cache_chunk(f, idx, &ic, &near[(*n)++]);
 	return true;
 }
 
@@ -1275,7 +1287,7 @@ static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t
 		if ((uint64_t)ex.chunk_off + ex.len > ic.size)
 			return -EBADMSG;
 		profile_touch(f, ex.chunk);
-		to_cache_chunk(&ic, &cc);
+		to_cache_chunk(f, ex.chunk, &ic, &cc);
 		r = cache_read_near(f->p.cache, f->p.store, &cc,
 		                    (uint32_t)(ex.chunk_off + (s - ex.file_off)), (uint32_t)(e - s),
 		                    rd->buf + (s - off), f->slot, near, nnear, read_piece_done, rd);
@@ -1811,6 +1823,8 @@ int fs_mount(const struct fs_params *p, struct fs **ret)
 	}
 	f->p.mountpoint = f->mountpoint;
 	f->p.index_hex = f->index_hex;
+	if (p->pack_offsets && hex_decode(p->index_hex, f->pack_name, HASH_SIZE) < 0)
+		f->p.pack_offsets = NULL;
 	if (p->record)
 		f->p.no_passthrough = true;
 	r = profile_setup(f);

@@ -27,6 +27,10 @@ struct fs_params {
 	const char *mountpoint;
 	const struct image *image;   /* borrowed; must outlive the fs */
 	const char *index_hex;       /* the image's index name, for counters and fsname */
+	/* image_pack_offsets() of the image when the store holds its pack
+	 * ("packs/<index_hex>", store.h; borrowed, must outlive the fs): misses
+	 * are read from the pack; NULL: from the chunk objects */
+	const uint64_t *pack_offsets;
 	struct store *store;         /* where misses are fetched from (borrowed) */
 	struct cache *cache;         /* borrowed */
 	struct loop *loop;           /* borrowed */

@@ -4,6 +4,7 @@
 
 #include "lib/lib.h"
 #include "cache/cache.h"
+#include "image/image.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -124,4 +125,38 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 	o->args = argv + 1 + optind;
 	o->nargs = argc - 1 - optind;
 	return -1;
+}
+
+int tools_pack_offsets(struct store *s, const struct image *img, const char *hex,
+                       uint64_t **ret)
+{
+	char key[64];
+	int64_t size;
+	struct image_info info;
+	uint64_t *v;
+	int r;
+
+	*ret = NULL;
+	snprintf(key, sizeof(key), "packs/%s", hex);
+	size = store_local_size(s, key);
+	if (size == -EOPNOTSUPP || size == -ENOENT)
+		return 0;
+	if (size < 0) {
+		log_errno((int)size, "store '%s': %s unusable, reading chunk objects", store_url(s),
+		          key);
+		return 0;
+	}
+	r = image_pack_offsets(img, &v);
+	if (r < 0)
+		return r;
+	image_get_info(img, &info);
+	if ((uint64_t)size != v[info.chunks]) {
+		log_msg(LOG_WARN, "store '%s': %s is %lld bytes, not the %llu its index says; "
+		        "reading chunk objects", store_url(s), key, (long long)size,
+		        (unsigned long long)v[info.chunks]);
+		free(v);
+		return 0;
+	}
+	*ret = v;
+	return 0;
 }

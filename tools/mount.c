@@ -212,6 +212,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	struct cache *c = NULL;
 	struct fs *f = NULL;
 	struct image_profile *prof = NULL;
+	uint64_t *pack_offsets = NULL;
 	char hex[HASH_HEX_SIZE], pidfile[PATH_MAX] = "", *mnt = NULL;
 	sigset_t mask;
 	dev_t dev;
@@ -265,11 +266,17 @@ static int serve(const struct mount_opts *o, int notify_fd)
 		goto out;
 	if (!o->no_profile)
 		(void)tools_profile_fetch(s, hex, &prof);
+	r = tools_pack_offsets(s, im.img, hex, &pack_offsets);
+	if (r < 0) {
+		log_errno(r, "mount '%s': the pack of %s", mnt, hex);
+		goto out;
+	}
 	{
 		struct fs_params fp = {
 			.mountpoint = mnt,
 			.image = im.img,
 			.index_hex = hex,
+			.pack_offsets = pack_offsets,
 			.store = s,
 			.cache = c,
 			.loop = l,
@@ -343,6 +350,7 @@ out:
 	store_free(s);
 	loop_free(l);
 	index_map_free(&im);
+	free(pack_offsets);
 	image_profile_free(prof);
 	free(mnt);
 	return r < 0 ? 1 : 0;

@@ -56,6 +56,8 @@ struct prefetch {
 	struct cache *cache;
 	struct store *store;
 	uint8_t *want;              /* per chunk: 1 when it is to be fetched */
+	uint8_t pack[HASH_SIZE];    /* the index's name: its pack's */
+	uint64_t *pack_offsets;     /* tools_pack_offsets(), or NULL: no pack */
 	uint32_t *order;            /* chunk indices in the order to fetch them */
 	uint32_t nchunks, norder, next;  /* next: the next position in order */
 	uint64_t total, started, done, failed, bytes, total_bytes;
@@ -169,6 +171,9 @@ static void start_more(struct prefetch *p)
 			cc.size = ic.size;
 			cc.stored_size = ic.stored_size;
 			cc.flags = ic.flags;
+			cc.in_pack = p->pack_offsets != NULL;
+			memcpy(cc.pack, p->pack, sizeof(cc.pack));
+			cc.pack_off = cc.in_pack ? p->pack_offsets[i] : 0;
 			o->p = p;
 			o->size = ic.size;
 			r = p->decode ? cache_prefetch(p->cache, p->store, &cc, -1, one_done, o)
@@ -303,6 +308,11 @@ int cmd_cache_prefetch(int argc, char **argv)
 	if (r < 0)
 		goto out;
 	p.img = im.img;
+	r = tools_pack_offsets(s, im.img, hex, &p.pack_offsets);
+	if (r == 0)
+		r = hex_decode(hex, p.pack, HASH_SIZE);
+	if (r < 0)
+		goto out;
 	image_get_info(im.img, &info);
 	p.nchunks = (uint32_t)info.chunks;
 	p.want = calloc(p.nchunks ? p.nchunks : 1, 1);
@@ -403,5 +413,6 @@ out:
 	image_profile_free(prof);
 	free(p.want);
 	free(p.order);
+	free(p.pack_offsets);
 	return r < 0 ? 1 : 0;
 }

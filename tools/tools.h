@@ -132,6 +132,13 @@ struct sandbox;
 int images_apply_config(struct sandbox *sb, const char *root, const char *ref, const void *json,
                         size_t len);
 
+/* The offsets of the chunks of image img (index hex) in its pack
+ * (image_pack_offsets(), to free()) when store s holds a pack of it of the
+ * right size; else *ret NULL: no pack, a store that reads no packs, or a pack
+ * of the wrong size (one warning line).  Fails only for -ENOMEM. */
+int tools_pack_offsets(struct store *s, const struct image *img, const char *hex,
+                       uint64_t **ret);
+
 /* Print s (len bytes) as a JSON string literal. */
 void tools_json_string(FILE *f, const char *s, size_t len);
 

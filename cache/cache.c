@@ -41,6 +41,7 @@
 #define CACHE_BUMP_NS (60ULL * 1000000000ULL)  /* mtime refresh, per chunk */
 #define CACHE_DEFAULT_FETCHES 64    /* above the store's transfers: decoding holds no slot */
 #define CACHE_FLIGHT_BUCKETS 1024
+#define CACHE_PACK_LOGGED 8         /* pack failures logged per cache, at most */
 
 struct centry {
 	uint8_t name[HASH_SIZE];
@@ -120,6 +121,7 @@ struct cache {
 	uint64_t limit, memory_limit;
 	unsigned max_fetches, fetching;
 	uint64_t unkept;                 /* fetched chunks not written to disk */
+	uint64_t pack_fallbacks;         /* chunks fetched from their object: the pack failed */
 	uint32_t near_us;                /* cache_params.near_latency_us, resolved */
 	uint32_t lat_us[CACHE_NEAR_WINDOW];  /* the last lone fetches' latencies, a ring */
 	unsigned nlat;                   /* lone fetches recorded, up to the window */
@@ -884,8 +886,10 @@ static int check_verdict(struct flight *f, int r)
 
 	if (r < 0) {
 		stat_add(&c->st->verify_failures, 1);
-		log_msg(LOG_ERR, "cache: chunk %s from %s%s fails verification", f->hex,
-		        f->ch.in_pack ? "the pack in " : "", store_url(f->store));
+		/* a pack's failure is logged where the chunk object is fetched instead */
+		if (!f->ch.in_pack)
+			log_msg(LOG_ERR, "cache: chunk %s from %s fails verification", f->hex,
+			        store_url(f->store));
 		return -EBADMSG;
 	}
 	return 0;
@@ -961,9 +965,12 @@ static void fetch_cb(void *ud, int64_t res, struct buf *data)
 		char pack[HASH_HEX_SIZE];
 
 		hex_encode(f->ch.pack, HASH_SIZE, pack);
-		log_msg(LOG_WARN, "cache: chunk %s from packs/%s in %s: %s; fetching chunks/%s",
-		        f->hex, pack, store_url(f->store),
-		        res == -EBADMSG ? "wrong bytes" : strerror((int)-res), f->hex);
+		/* a bad pack fails for many chunks: the first few say so */
+		if (c->pack_fallbacks++ < CACHE_PACK_LOGGED)
+			log_msg(LOG_WARN, "cache: chunk %s from packs/%s in %s: %s; fetching "
+			        "chunks/%s%s", f->hex, pack, store_url(f->store),
+			        res == -EBADMSG ? "fails verification" : strerror((int)-res), f->hex,
+			        c->pack_fallbacks == CACHE_PACK_LOGGED ? " (further ones not logged)" : "");
 		f->ch.in_pack = false;
 		flight_to_fetch(f);
 		return;

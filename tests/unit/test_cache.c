@@ -193,6 +193,60 @@ static void test_cache__miss_then_hit_at_offsets(void **state)
 	cache_free(c);
 }
 
+/* Chunks read from a pack: the pack's bytes are used when good (the chunk
+ * objects gone), and a chunk whose pack bytes fail, or a pack that is gone,
+ * is fetched from its chunk object, counted as a verification failure. */
+static void test_cache__pack_read_and_fallback(void **state)
+{
+	static const char pack_hex[] = "00112233445566778899aabbccddeeff";
+	struct cache_chunk ch[3];
+	struct buf pack = BUF_INIT, obj = BUF_INIT;
+	struct cache *c;
+	const struct cache_stats *st;
+	char key[64], hex[HASH_HEX_SIZE], path[256], away[256];
+	uint8_t pname[HASH_SIZE];
+
+	assert_int_equal(hex_decode(pack_hex, pname, HASH_SIZE), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		put_chunk(i, 20000 + i * 999, &ch[i]);
+		hex_encode(ch[i].name, HASH_SIZE, hex);
+		snprintf(key, sizeof(key), "chunks/%s", hex);
+		assert_int_equal(store_get_sync(store, key, &obj), 0);
+		ch[i].in_pack = true;
+		memcpy(ch[i].pack, pname, HASH_SIZE);
+		ch[i].pack_off = pack.len;
+		assert_int_equal(buf_append(&pack, obj.data, obj.len), 0);
+	}
+	/* chunk 1's bytes in the pack are wrong */
+	pack.data[ch[1].pack_off + ch[1].stored_size / 2] ^= 0x10;
+	snprintf(key, sizeof(key), "packs/%s", pack_hex);
+	assert_int_equal(store_put_sync(store, key, pack.data, pack.len), 0);
+	/* the chunk objects gone: chunk 0 reads from the pack, chunk 1 fails */
+	snprintf(path, sizeof(path), "%s/store/chunks", root);
+	snprintf(away, sizeof(away), "%s/store/chunks.away", root);
+	assert_int_equal(rename(path, away), 0);
+	c = open_cache(0, 1 << 20);
+	st = stats();
+	assert_int_equal(read_check(c, 0, &ch[0], 10, 1000), 1000);
+	assert_int_equal(st->verify_failures, 0);
+	assert_int_equal(read_check(c, 1, &ch[1], 10, 1000), -EIO);
+	assert_int_equal(st->verify_failures, 1);
+	/* the chunk objects back: chunk 1 falls back to its object */
+	assert_int_equal(rename(away, path), 0);
+	assert_int_equal(read_check(c, 1, &ch[1], 10, 1000), 1000);
+	assert_int_equal(st->verify_failures, 2);
+	/* the pack gone: chunk 2 is fetched from its object */
+	snprintf(path, sizeof(path), "%s/store/packs/%s", root, pack_hex);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(read_check(c, 2, &ch[2], 0, ch[2].size), (int)ch[2].size);
+	assert_int_equal(st->verify_failures, 2);
+	assert_int_equal(st->errors, 1);
+	cache_stats_unmap(st);
+	cache_free(c);
+	buf_free(&pack);
+	buf_free(&obj);
+}
+
 static void test_cache__single_flight(void **state)
 {
 	struct cache_chunk ch;
@@ -1080,6 +1134,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_cache__miss_then_hit_at_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__single_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__pack_read_and_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__eviction_keeps_limit_and_drops_lru, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__corrupt_files_detected_on_reload, setup,

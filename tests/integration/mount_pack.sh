@@ -8,8 +8,9 @@
 #  3. a pack with flipped bytes: each chunk that fails is fetched from its
 #     chunk object instead, counted as a verification failure, no read fails;
 #  4. a pack of the wrong size is not used (one warning), the tree reads back;
-#  5. `image pack` refuses a store whose chunk is corrupt, naming the chunk,
-#     and leaves the earlier pack as it was; `build --pack` into a store that
+#  5. `image pack` refuses a store whose chunk is corrupt or of another size
+#     than the index says, naming the chunk, and leaves the earlier pack as it
+#     was; `build --pack` into a store that
 #     cannot hold packs is refused before anything is written.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
@@ -117,7 +118,9 @@ unmount_it
 
 # --- 5. refusals
 cp "$WORK/pack.good" "$pack"
-victim=$(find "$store/chunks" -type f | sort | head -1)
+# (whole, not through `head`: under pipefail, sort could die of SIGPIPE)
+mapfile -t objects < <(find "$store/chunks" -type f | sort)
+victim=${objects[0]}
 cp "$victim" "$WORK/victim.good"
 python3 - "$victim" <<'PY'
 import sys
@@ -133,6 +136,13 @@ check test "$(grep -c . <<<"$err")" = 1
 check grep -q "chunk $(basename "$victim") fails verification" <<<"$err"
 check cmp "$pack" "$WORK/pack.good"
 check test "$(find "$store/packs" -name '.tmp*' | wc -l)" = 0
+# a chunk object of another size than the index records
+truncate -s -1 "$victim"
+err=$("$LAZYROOT" image pack pack:1 --store "dir:$store" 2>&1 >/dev/null) && st=0 || st=$?
+log "short chunk: $err"
+check test "$st" != 0
+check grep -q "chunk $(basename "$victim") is [0-9]* bytes, not the [0-9]* index" <<<"$err"
+check cmp "$pack" "$WORK/pack.good"
 cp "$WORK/victim.good" "$victim"
 err=$("$LAZYROOT" build "$WORK/src" --store "dir:$WORK/m1,dir:$WORK/m2" --tag pack:1 --pack \
 	--no-progress 2>&1 >/dev/null) && st=0 || st=$?

@@ -61,8 +61,13 @@ int build_pack(struct store *s, const struct image *img, const char *hex, uint64
 			out = p;
 			out_cap = ic.size;
 		}
-		if (in.len != ic.stored_size ||
-		    chunk_decode(dctx, ic.name, ic.flags, ic.size, in.data, in.len, out) < 0) {
+		if (in.len != ic.stored_size) {
+			r = log_error(-EBADMSG, "store '%s': chunk %s is %zu bytes, not the %u index %s "
+			              "says; no pack written", store_url(s), chex, in.len, ic.stored_size,
+			              hex);
+			break;
+		}
+		if (chunk_decode(dctx, ic.name, ic.flags, ic.size, in.data, in.len, out) < 0) {
 			r = log_error(-EBADMSG, "store '%s': chunk %s fails verification; no pack "
 			              "written for %s", store_url(s), chex, hex);
 			break;

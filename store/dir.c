@@ -469,22 +469,36 @@ static int stream_tmp_name(const char *base, char *out, size_t outlen)
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
+/* The directory of key's streamed put (created when missing), key's last
+ * component in path (*ret_base) and the temporary name in tmp. */
+static int stream_dir(struct store *s, const char *key, char path[PATH_MAX],
+                      const char **ret_base, char tmp[NAME_MAX + 1])
+{
+	int dfd, r;
+
+	r = dir_path(key, path, PATH_MAX);
+	if (r < 0)
+		return r;
+	dfd = open_parent(D(s), path, ret_base);
+	if (dfd < 0)
+		return dfd;
+	r = stream_tmp_name(*ret_base, tmp, NAME_MAX + 1);
+	if (r < 0) {
+		close(dfd);
+		return r;
+	}
+	return dfd;
+}
+
 static int dir_put_begin(struct store *s, const char *key)
 {
 	char path[PATH_MAX], tmp[NAME_MAX + 1];
 	const char *base;
-	_cleanup_close_ int dfd = -1;
-	int fd, r;
+	_cleanup_close_ int dfd = stream_dir(s, key, path, &base, tmp);
+	int fd;
 
-	r = dir_path(key, path, sizeof(path));
-	if (r < 0)
-		return r;
-	dfd = open_parent(D(s), path, &base);
 	if (dfd < 0)
 		return dfd;
-	r = stream_tmp_name(base, tmp, sizeof(tmp));
-	if (r < 0)
-		return r;
 	unlinkat(dfd, tmp, 0);   /* left by an earlier process of this pid */
 	fd = openat(dfd, ".", O_RDWR | O_TMPFILE | O_CLOEXEC, 0644);
 	if (fd < 0 && (errno == EISDIR || errno == EINVAL || errno == EOPNOTSUPP))
@@ -496,18 +510,11 @@ static int dir_put_end(struct store *s, const char *key, int fd, bool commit)
 {
 	char path[PATH_MAX], tmp[NAME_MAX + 1], proc[64];
 	const char *base;
-	_cleanup_close_ int dfd = -1;
-	int r;
+	_cleanup_close_ int dfd = stream_dir(s, key, path, &base, tmp);
+	int r = 0;
 
-	r = dir_path(key, path, sizeof(path));
-	if (r < 0)
-		return r;
-	dfd = open_parent(D(s), path, &base);
 	if (dfd < 0)
 		return dfd;
-	r = stream_tmp_name(base, tmp, sizeof(tmp));
-	if (r < 0)
-		return r;
 	if (commit && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && commit) {

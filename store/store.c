@@ -707,6 +707,11 @@ fail:
 	return log_errno(r, "index %s: reading from store '%s'", hex, s->url);
 }
 
+bool store_holds_packs(const struct store *s)
+{
+	return s->ops->open_file && s->ops->put_begin;
+}
+
 int64_t store_local_size(struct store *s, const char *key)
 {
 	struct stat st;

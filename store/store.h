@@ -201,6 +201,9 @@ int store_open_index(struct store *s, const char *hex);
  * object costs.
  */
 
+/* Whether s can write and read packs: a store that keeps objects as local
+ * files (`dir:`). */
+bool store_holds_packs(const struct store *s);
 /* The size of the object at key in a store that keeps objects as local files:
  * -EOPNOTSUPP (not logged) from other stores, -ENOENT when missing. */
 int64_t store_local_size(struct store *s, const char *key);

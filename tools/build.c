@@ -163,7 +163,7 @@ int cmd_build(int argc, char **argv)
 	r = store_open(tools_store_url(store_opt), &s);
 	if (r < 0)
 		return 1;
-	if (p.pack && store_local_size(s, "packs/probe") == -EOPNOTSUPP) {
+	if (p.pack && !store_holds_packs(s)) {
 		log_error(-EOPNOTSUPP, "--pack: store '%s' cannot hold packs (only dir: stores can)",
 		          store_url(s));
 		store_free(s);

@@ -477,7 +477,7 @@ static int image_pack(struct store *s, const char *ref, bool json)
 	char sz[32];
 	int r;
 
-	if (store_local_size(s, "packs/probe") == -EOPNOTSUPP)
+	if (!store_holds_packs(s))
 		return log_error(-EOPNOTSUPP, "pack '%s': store '%s' cannot hold packs (only dir: "
 		                 "stores can)", ref, store_url(s));
 	r = load_image(s, ref, &l);

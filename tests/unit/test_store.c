@@ -363,6 +363,8 @@ static void test_store__streamed_put_commits_aborts_replaces(void **state)
 	/* stores that keep no local files hold no packs */
 	snprintf(url, sizeof(url), "dir:%s/a,dir:%s/b", root, root);
 	assert_int_equal(store_open(url, &m), 0);
+	assert_true(store_holds_packs(s));
+	assert_false(store_holds_packs(m));
 	assert_int_equal(store_put_begin(m, key), -EOPNOTSUPP);
 	assert_int_equal(store_local_size(m, key), -EOPNOTSUPP);
 	store_free(m);

@@ -124,11 +124,37 @@ static void ring_get_read_cb(void *ud, int res)
 	ring_get_done(g, (int64_t)g->b.len);
 }
 
+/* Start reading g's range from fd: 1 when the first read is under way (g->want
+ * is then the range's length, clamped to the file), 0 when the range is
+ * empty, else -errno; nothing is started unless 1.  The inode is in memory
+ * after an open: fstat does no I/O. */
+static int ring_get_start(struct ring_get *g, int fd)
+{
+	struct stat st;
+	uint64_t size, n;
+	int r;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EISDIR;
+	size = (uint64_t)st.st_size;
+	n = g->off >= size ? 0 : size - g->off;
+	if (g->want && g->want < n)
+		n = g->want;
+	r = buf_reserve(&g->b, n);
+	if (r < 0 || n == 0)
+		return r;
+	r = loop_read(g->s->loop, fd, g->b.data, n, g->off, ring_get_read_cb, g);
+	if (r < 0)
+		return r;
+	g->want = n;   /* read by the read's callback, which runs later */
+	return 1;
+}
+
 static void ring_get_open_cb(void *ud, int res)
 {
 	struct ring_get *g = ud;
-	struct stat st;
-	uint64_t size, n;
 	int r;
 
 	if (res < 0) {
@@ -136,31 +162,8 @@ static void ring_get_open_cb(void *ud, int res)
 		return;
 	}
 	g->fd = res;
-	/* the inode is in memory after the open: fstat does no I/O */
-	if (fstat(g->fd, &st) < 0) {
-		ring_get_done(g, -errno);
-		return;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		ring_get_done(g, -EISDIR);
-		return;
-	}
-	size = (uint64_t)st.st_size;
-	n = g->off >= size ? 0 : size - g->off;
-	if (g->want && g->want < n)
-		n = g->want;
-	g->want = n;
-	r = buf_reserve(&g->b, n);
-	if (r < 0) {
-		ring_get_done(g, r);
-		return;
-	}
-	if (n == 0) {
-		ring_get_done(g, 0);
-		return;
-	}
-	r = loop_read(g->s->loop, g->fd, g->b.data, n, g->off, ring_get_read_cb, g);
-	if (r < 0)
+	r = ring_get_start(g, g->fd);
+	if (r <= 0)
 		ring_get_done(g, r);
 }
 
@@ -179,7 +182,8 @@ static struct kept_fd *kept_get(struct dir_store *d, const char *key, const char
 			k->last = ++d->kept_clock;
 			return k;
 		}
-		if (!k->users && (!victim || !k->key[0] || (victim->key[0] && k->last < victim->last)))
+		/* a free slot's last is 0: it goes first */
+		if (!k->users && (!victim || k->last < victim->last))
 			victim = k;
 	}
 	if (!victim)
@@ -195,31 +199,17 @@ static struct kept_fd *kept_get(struct dir_store *d, const char *key, const char
 	return victim;
 }
 
-/* Start g's reads on a kept pack descriptor: 0 when they are under way,
- * else -errno and nothing started (the caller opens the file anew, so that
- * any error is reported from a completion, not from this call). */
-static int ring_get_kept(struct ring_get *g, struct kept_fd *k)
+/* Start g's reads on a kept pack descriptor: true when they are under way;
+ * else nothing started, and the caller opens the file anew, so that any error
+ * (an empty range too) is reported from a completion, not from this call. */
+static bool ring_get_kept(struct ring_get *g, struct kept_fd *k)
 {
-	struct stat st;
-	uint64_t size, n;
-
-	if (fstat(k->fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return -EIO;
-	size = (uint64_t)st.st_size;
-	n = g->off >= size ? 0 : size - g->off;
-	if (g->want && g->want < n)
-		n = g->want;
-	if (n == 0 || buf_reserve(&g->b, n) < 0)
-		return -EIO;
-	g->want = n;
+	if (ring_get_start(g, k->fd) <= 0)
+		return false;
 	g->fd = k->fd;
-	if (loop_read(g->s->loop, g->fd, g->b.data, n, g->off, ring_get_read_cb, g) < 0) {
-		g->fd = -1;
-		return -EIO;
-	}
 	g->kept = k;
 	k->users++;
-	return 0;
+	return true;
 }
 
 static int dir_get_ring(struct store *s, const char *key, uint64_t off, uint64_t len,
@@ -243,11 +233,10 @@ static int dir_get_ring(struct store *s, const char *key, uint64_t off, uint64_t
 	g->off = off;
 	g->want = len;
 	if (!strncmp(key, "packs/", 6) && (k = kept_get(D(s), key, g->path)) &&
-	    ring_get_kept(g, k) == 0) {
+	    ring_get_kept(g, k)) {
 		D(s)->ring_gets++;
 		return 0;
 	}
-	g->want = len;
 	r = loop_openat(s->loop, D(s)->root_fd, g->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0,
 	                ring_get_open_cb, g);
 	if (r < 0) {

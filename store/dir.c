@@ -191,6 +191,11 @@ static struct kept_fd *kept_get(struct dir_store *d, const char *key, const char
 	fd = openat(d->root_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
+	/* Each read is one chunk the cache asked for.  The kernel's readahead
+	 * would read on past it (up to the device's read_ahead_kb, 8 MiB on
+	 * some disks) into chunks nobody asked for, and the asked-for read
+	 * would wait for that I/O. */
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	if (victim->key[0])
 		close(victim->fd);
 	snprintf(victim->key, sizeof(victim->key), "%s", key);

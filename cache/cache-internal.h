@@ -118,8 +118,9 @@ struct decode_job {
 
 /* Jobs run in submission order, except that urgent ones go ahead of those
  * that are not (a reader waiting before prefetches).
- * Start threads workers (0: one per CPU but one, at least one, at most 4)
- * whose results come back through loop.  Loop thread only, like submit. */
+ * Start threads workers (0: one per CPU, at most 4: a reader waiting for a
+ * window of readahead leaves its CPU to them) whose results come back
+ * through loop.  Loop thread only, like submit. */
 int decoder_new(struct loop *loop, unsigned threads, struct decoder **ret);
 void decoder_submit(struct decoder *d, struct decode_job *j);
 /* Stop and join the workers.  Jobs still out never see done(): free the

@@ -132,7 +132,7 @@ int decoder_new(struct loop *loop, unsigned threads, struct decoder **ret)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
 	if (!threads)
-		threads = cpus > 1 ? (unsigned)(cpus - 1) : 1;
+		threads = cpus > 0 ? (unsigned)cpus : 1;
 	threads = MIN(threads, DECODE_MAX_THREADS);
 	d = calloc(1, sizeof(*d));
 	if (!d)

@@ -62,6 +62,8 @@ check test "$(stat -c %i "$mnt")" = 1
 check test "$(stat -f -c %T "$mnt")" = fuseblk
 check grep -q " $mnt .* - fuse.lazyroot lazyroot:[0-9a-f]\{12\} ro,.*allow_other" /proc/self/mountinfo
 check grep -q " $mnt ro,nosuid,nodev" /proc/self/mountinfo
+# the readahead window the daemon sets once INIT is answered (fs.c, FS_READ_AHEAD_KB)
+check test "$(cat "/sys/class/bdi/$(mountpoint -d "$mnt")/read_ahead_kb")" = 512
 
 # --- everything reads back as built
 check compare_trees --no-atime --ignore-root-mtime "$src" "$mnt"

@@ -58,8 +58,8 @@
  * fault in a mapped file (a program's text) reads a whole window around the
  * page, and the faulting reader waits for the window's middle: a wide window
  * fetches and decodes chunks that a program start never touches.  Sequential
- * read() is as fast at 256 KiB as at 4 MiB (the daemon fetches ahead of a
- * sequential reader itself). */
+ * read() of chunks in the node cache took as long at 256 KiB as at 4 MiB
+ * (bench/RESULTS.md, session 8). */
 #define FS_READ_AHEAD_KB 512
 /* A read continues a sequential run when it starts at most this far past
  * where the last one ended: the kernel's async readahead may overtake. */

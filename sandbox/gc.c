@@ -2,10 +2,12 @@
  * gc.c — what a launcher leaves behind when it dies without cleaning up
  * (SIGKILL, OOM kill, a crash), and the collector that removes it.
  *
- * Each launcher claims its sandbox's name with a record,
+ * A launcher claims its sandbox's name with a record,
  * /run/lazyroot/launchers/NAME (or $LAZYROOT_RECORD_DIR/NAME), which it
  * holds locked (flock) for as long as it lives and in which it lists the
- * cgroup directories before it makes them.  A record that can be locked therefore belongs to a dead launcher:
+ * cgroup directories before it makes them; a sandbox that would leave
+ * nothing behind and keeps the default name has none (launch.c).  A record
+ * that can be locked therefore belongs to a dead launcher:
  * the collector kills whatever is still in the listed cgroups (cgroup.kill,
  * or SIGKILL to each pid of cgroup.procs on v1), removes them, removes the
  * sandbox's runtime state directory (/run/lazyroot/sandboxes/NAME) if any,

@@ -513,13 +513,26 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		goto close_all;
 	}
 	sandbox_gc_maybe();
-	r = launch_record_open(name, &rec);
+	/* Pooled cgroups are not listed in a record: they outlive the
+	 * sandbox, and a collector of the record must not touch them. */
+	r = cgroup_slot_take(sb, &cslot, &cg);
 	if (r < 0)
 		goto close_all;
-	/* Pooled cgroups are not listed in the record: they outlive the
-	 * sandbox, and a collector of this record must not touch them. */
-	r = cgroup_slot_take(sb, &cslot, &cg);
-	if (r == 0 && cslot.lock_fd < 0) {
+	/* A record only where a dead launcher would leave something for gc
+	 * (cgroups of the sandbox's own, a stage state directory) or a name
+	 * must be claimed.  The default name holds the launcher's pid, unique
+	 * among live launchers, and a pooled sandbox leaves nothing: the
+	 * next taker of a dead launcher's slot rebuilds it (pool.c).  On ext4
+	 * the record's create and unlink cost a journal commit per launch. */
+	if (cslot.lock_fd < 0 || sb->name || sb->n_stages) {
+		r = launch_record_open(name, &rec);
+		if (r < 0) {
+			if (cslot.lock_fd >= 0)
+				cg_left = cgroups_end(&cslot, &cg) < 0;
+			goto close_all;
+		}
+	}
+	if (cslot.lock_fd < 0) {
 		r = cgroups_resolve(sb, name, &cg);
 		if (r == 0) {
 			r = launch_record_add(&rec, &cg);
@@ -581,7 +594,8 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		close(err[0]);
 		/* The record's and the slot's locks must end with the launcher, not
 		 * with its init. */
-		close(rec.fd);
+		if (rec.fd >= 0)
+			close(rec.fd);
 		if (cslot.lock_fd >= 0)
 			close(cslot.lock_fd);
 		if (nslot.lock_fd >= 0) {

@@ -4,7 +4,8 @@
 # (attack: an agent that changes the network for the sandboxes after it); the next sandbox in the
 # slot sees no socket of the one before (attack: a listener left behind to answer the grader);
 # a namespace with a socket left (TIME_WAIT) is not reused; a launcher killed by SIGKILL leaves a
-# slot that the next launcher takes with a fresh namespace, and nothing else; `lazyroot gc --pool`
+# slot that the next launcher takes with a fresh namespace, and nothing else (nor a record, for
+# a sandbox of the default name); `lazyroot gc --pool`
 # removes the pool; an allowlist, sysfs = true, pool = false and LAZYROOT_POOL=0 keep a
 # namespace of the sandbox's own.
 . "$(dirname "$0")/../lib/common.sh"
@@ -213,6 +214,30 @@ check test "$e" = "$(slot_ns 0)"
 check test "$e" != "$held_ns"
 check test "$(pool_mounts)" = 1
 "$LAZYROOT" gc >/dev/null || true
+check sb_no_leftovers
+
+# A sandbox with pooled cgroups and the default name (lazyroot-PID: unique among running
+# launchers) has no launcher record; killed with its launcher, it leaves nothing for gc, and
+# the next launcher takes its slots afresh.
+rm -f "$WORK/in" "$WORK/out"
+mkfifo "$WORK/in" "$WORK/out"
+"$LAZYROOT" run --rootfs "$ROOTFS" --set "uid_base=$SB_UID_BASE" -- \
+	/bin/sh -c 'echo up; read -r x || true' <"$WORK/in" >"$WORK/out" &
+launcher=$!
+exec 9>"$WORK/in" 7<"$WORK/out"
+read -r up <&7
+check test "$up" = up
+check test -z "$(ls "$SB_RECORDS")"
+check test "$(stat -c %Y "$POOL/cg.0.lock")" = 0
+kill -KILL "$launcher"
+wait "$launcher" || true
+exec 9>&- 7<&-
+check test -z "$(ls "$SB_RECORDS")"
+check test "$(sb_run -- /bin/echo next)" = next
+check test "$(stat -c %Y "$POOL/cg.0.lock")" != 0
+check test -z "$(cat "$memdir/cgroup.procs")"
+out=$("$LAZYROOT" gc --json)
+check test "$(python3 -c 'import json, sys; print(len(json.load(sys.stdin)["removed"]))' <<<"$out")" = 0
 check sb_no_leftovers
 
 # gc --pool removes every idle pooled namespace and cgroup slot; plain gc keeps recent ones.

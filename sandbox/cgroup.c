@@ -35,25 +35,44 @@ static bool is_fs(const char *path, long magic)
 	return statfs(path, &st) == 0 && (long)st.f_type == magic;
 }
 
+/* /proc/self/cgroup, read once: a launcher resolves a sandbox's cgroups
+ * in up to four hierarchies, and its own cgroups do not change meanwhile
+ * (nothing moves a launcher).  *ret is NUL-terminated; -errno when it cannot
+ * be read. */
+static int self_cgroups(const char **ret)
+{
+	static struct buf b = BUF_INIT;
+	static int r = 1;
+
+	if (r > 0) {
+		r = read_file("/proc/self/cgroup", 65536, &b);
+		if (r < 0)
+			buf_free(&b);
+	}
+	*ret = (const char *)b.data;
+	return r;
+}
+
 /* The launcher's own path in the hierarchy that holds controller ctrl
  * (NULL: the cgroup2 line).  *ret is malloc'd. */
 static int own_cgroup(const char *ctrl, char **ret)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
-	_cleanup_free_ char *line = NULL;
-	size_t cap = 0;
+	const char *all = NULL;
+	int r = self_cgroups(&all);
+	_cleanup_free_ char *copy = r == 0 ? strdup(all) : NULL;
 
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0) {
-		char *c1 = strchr(line, ':'), *c2, *nl;
+	if (r < 0)
+		return r;
+	if (!copy)
+		return -ENOMEM;
+	for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(line, ':'), *c2;
 
 		if (!c1 || !(c2 = strchr(c1 + 1, ':')))
 			continue;
 		*c1 = '\0';
 		*c2 = '\0';
-		if ((nl = strchr(c2 + 1, '\n')))
-			*nl = '\0';
 		if (!ctrl) {
 			if (!strcmp(line, "0") && c1[1] == '\0') {
 				*ret = strdup(c2 + 1);
@@ -61,8 +80,8 @@ static int own_cgroup(const char *ctrl, char **ret)
 			}
 			continue;
 		}
-		for (char *save = NULL, *tok = strtok_r(c1 + 1, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save))
+		for (char *save2 = NULL, *tok = strtok_r(c1 + 1, ",", &save2); tok;
+		     tok = strtok_r(NULL, ",", &save2))
 			if (!strcmp(tok, ctrl)) {
 				*ret = strdup(c2 + 1);
 				return *ret ? 0 : -ENOMEM;
@@ -399,16 +418,21 @@ static bool no_procs(const char *path)
 
 bool cgroups_reusable(const struct sandbox_cgroups *cg, uint64_t max_charge)
 {
-	for (int i = 0; i < CG_COUNT; i++) {
-		if (!cg->path[i] || seen_before(cg, i))
-			continue;
-		/* The last process may take a moment to leave after it was
-		 * reaped, as for rmdir (cgroup_remove). */
-		for (int tries = 0; !no_procs(cg->path[i]); tries++) {
-			if (tries >= 500 || access(cg->path[i], F_OK) < 0)
-				return false;
-			nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
-		}
+	/* One directory tells for all: every process of a sandbox descends
+	 * from its init, which was in all of them before it forked, and a
+	 * process leaves every hierarchy at once (its css_set).  The init was
+	 * born in the cgroup2 directory (CLONE_INTO_CGROUP), else moved into
+	 * the first of them before the others. */
+	const char *dir = cg->path[CG_UNIFIED];
+
+	for (int i = 0; !dir && i < CG_COUNT; i++)
+		dir = cg->path[i];
+	/* The last process may take a moment to leave after it was reaped, as
+	 * for rmdir (cgroup_remove). */
+	for (int tries = 0; dir && !no_procs(dir); tries++) {
+		if (tries >= 500 || access(dir, F_OK) < 0)
+			return false;
+		nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
 	}
 	/* No page cache: an OOM in the next sandbox would evict it, which the
 	 * sandboxes that share it (the image's files) would then read again. */

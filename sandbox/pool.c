@@ -67,9 +67,14 @@ static bool pool_enabled(const struct sandbox *sb)
 	return sb->pool && !(e && !strcmp(e, "0"));
 }
 
+/* Read once: both pools ask, and get_nprocs() reads sysfs each time. */
 static int pool_size(void)
 {
-	return 4 * get_nprocs();
+	static int n;
+
+	if (!n)
+		n = 4 * get_nprocs();
+	return n;
 }
 
 static int open_pool_dir(bool create)

@@ -163,9 +163,9 @@ int cgroups_make_missing(const struct sandbox_cgroups *cg);
  * its peak and fail counters reset, the counters that cannot be reset read
  * as baselines, the limits of sb written. */
 int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg);
-/* Are the set's directories all there and free of processes (waiting up to
- * a second for the last to leave), and does its memory cgroup hold no page
- * cache and at most max_charge bytes?  A v1 memory cgroup keeps the charge
+/* Is the set free of processes (waiting up to a second for the last to
+ * leave; one of its directories tells for all), and does its memory cgroup
+ * hold no page cache and at most max_charge bytes?  A v1 memory cgroup keeps the charge
  * of page cache and kernel objects its processes were first to use. */
 bool cgroups_reusable(const struct sandbox_cgroups *cg, uint64_t max_charge);
 /* Remove one cgroup directory, first killing what is still in it when

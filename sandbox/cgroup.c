@@ -168,13 +168,24 @@ static int make_dir(const char *path)
 	return 0;
 }
 
+static uint64_t want_cpu_quota(const struct sandbox *sb)
+{
+	long long quota = (long long)(sb->cpus * 100000 + 0.5);
+
+	return sb->cpus > 0 ? (uint64_t)(quota < 1000 ? 1000 : quota) : 0;
+}
+
 /* A limit of 0 (none) is written only to a reused set (reset), which may
  * still have the limit of the sandbox before it. */
-static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg, bool reset)
+static int set_limits(const struct sandbox *sb, struct sandbox_cgroups *cg, bool reset)
 {
+	uint64_t quota = want_cpu_quota(sb);
 	char v[64];
 	int r;
 
+	cg->lim_memory = cg->path[CG_MEMORY] ? sb->memory : 0;
+	cg->lim_pids = cg->path[CG_PIDS] ? sb->pids : 0;
+	cg->lim_cpu_quota = cg->path[CG_CPU] ? quota : 0;
 	if (reset && !sb->memory && cg->path[CG_MEMORY]) {
 		r = write_attr(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.max" :
 		               "memory.limit_in_bytes", cg->v2[CG_MEMORY] ? "max" : "-1");
@@ -186,7 +197,7 @@ static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg
 		if (r < 0)
 			return log_errno(r, "cgroup '%s': lift the pids limit", cg->path[CG_PIDS]);
 	}
-	if (reset && !(sb->cpus > 0) && cg->path[CG_CPU]) {
+	if (reset && !quota && cg->path[CG_CPU]) {
 		r = write_attr(cg->path[CG_CPU], cg->v2[CG_CPU] ? "cpu.max" : "cpu.cfs_quota_us",
 		               cg->v2[CG_CPU] ? "max" : "-1");
 		if (r < 0)
@@ -208,17 +219,13 @@ static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg
 		if (r < 0)
 			return log_errno(r, "cgroup '%s': pids limit %s", cg->path[CG_PIDS], v);
 	}
-	if (sb->cpus > 0) {
-		long long quota = (long long)(sb->cpus * 100000 + 0.5);
-
-		if (quota < 1000)
-			quota = 1000;
+	if (quota) {
 		if (cg->v2[CG_CPU]) {
-			snprintf(v, sizeof(v), "%lld 100000", quota);
+			snprintf(v, sizeof(v), "%llu 100000", (unsigned long long)quota);
 			r = write_attr(cg->path[CG_CPU], "cpu.max", v);
 		} else {
 			r = write_attr(cg->path[CG_CPU], "cpu.cfs_period_us", "100000");
-			snprintf(v, sizeof(v), "%lld", quota);
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)quota);
 			if (r == 0)
 				r = write_attr(cg->path[CG_CPU], "cpu.cfs_quota_us", v);
 		}
@@ -333,6 +340,8 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 
 static uint64_t oom_kills(const struct sandbox_cgroups *cg)
 {
+	if (cg->ended)
+		return cg->end_oom_kill;
 	if (!cg->path[CG_MEMORY])
 		return 0;
 	return read_key(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.events" :
@@ -341,7 +350,16 @@ static uint64_t oom_kills(const struct sandbox_cgroups *cg)
 
 static uint64_t pids_max_events(const struct sandbox_cgroups *cg)
 {
+	if (cg->ended)
+		return cg->end_pids_max;
 	return cg->path[CG_PIDS] ? read_key(cg->path[CG_PIDS], "pids.events", "max") : 0;
+}
+
+static uint64_t cpu_usec(const struct sandbox_cgroups *cg)
+{
+	if (cg->ended)
+		return cg->end_cpu_usec;
+	return cg->path[CG_UNIFIED] ? read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") : 0;
 }
 
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg)
@@ -352,6 +370,27 @@ bool cgroups_oom_killed(const struct sandbox_cgroups *cg)
 bool cgroups_pids_hit(const struct sandbox_cgroups *cg)
 {
 	return pids_max_events(cg) > cg->base_pids_max;
+}
+
+void cgroups_read_end(struct sandbox_cgroups *cg)
+{
+	cg->ended = false;
+	cg->end_oom_kill = oom_kills(cg);
+	cg->end_pids_max = pids_max_events(cg);
+	cg->end_cpu_usec = cpu_usec(cg);
+	cg->ended = true;
+}
+
+bool cgroups_carry_get(const struct sandbox_cgroups *cg, struct cgroups_carry *ret)
+{
+	if (!cg->ended)
+		return false;
+	*ret = (struct cgroups_carry){
+		.oom_kill = cg->end_oom_kill, .pids_max = cg->end_pids_max,
+		.cpu_usec = cg->end_cpu_usec, .memory = cg->lim_memory, .pids = cg->lim_pids,
+		.cpu_quota = cg->lim_cpu_quota,
+	};
+	return true;
 }
 
 uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg)
@@ -368,12 +407,14 @@ uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg)
 int cgroups_make_missing(const struct sandbox_cgroups *cg)
 {
 	bool made[CG_COUNT] = { false };
+	int n = 0;
 
 	for (int i = 0; i < CG_COUNT; i++) {
 		if (!cg->path[i] || seen_before(cg, i))
 			continue;
 		if (mkdir(cg->path[i], 0755) == 0) {
 			made[i] = true;
+			n++;
 		} else if (errno != EEXIST) {
 			int r = log_errno(-errno, "cgroup '%s'", cg->path[i]);
 
@@ -383,25 +424,40 @@ int cgroups_make_missing(const struct sandbox_cgroups *cg)
 			return r;
 		}
 	}
-	return 0;
+	return n;
 }
 
-int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg)
+int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg,
+                  const struct cgroups_carry *carry)
 {
 	const char *mem = cg->path[CG_MEMORY];
 
 	/* v1 resets its peak to the current usage, the charge the sandbox
-	 * starts with (base_memory), and its fail count to 0.  (A v2 memory
-	 * cgroup's peak cannot be reset for later readers: pool.c pools none.) */
+	 * starts with (base_memory).  (A v2 memory cgroup's peak cannot be
+	 * reset for later readers: pool.c pools none.) */
 	if (mem && !cg->v2[CG_MEMORY]) {
 		(void)write_attr(mem, "memory.max_usage_in_bytes", "0");
-		(void)write_attr(mem, "memory.failcnt", "0");
 		cg->base_memory = read_number(mem, "memory.usage_in_bytes");
 	}
-	cg->base_oom_kill = oom_kills(cg);
-	cg->base_pids_max = pids_max_events(cg);
-	cg->base_cpu_usec = cg->path[CG_UNIFIED] ?
-	                    read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") : 0;
+	if (carry) {
+		/* Nothing ran in the set since its last sandbox's counters were
+		 * read, so they still hold. */
+		cg->base_oom_kill = carry->oom_kill;
+		cg->base_pids_max = carry->pids_max;
+		cg->base_cpu_usec = carry->cpu_usec;
+		if (carry->memory == (cg->path[CG_MEMORY] ? sb->memory : 0) &&
+		    carry->pids == (cg->path[CG_PIDS] ? sb->pids : 0) &&
+		    carry->cpu_quota == (cg->path[CG_CPU] ? want_cpu_quota(sb) : 0)) {
+			cg->lim_memory = carry->memory;
+			cg->lim_pids = carry->pids;
+			cg->lim_cpu_quota = carry->cpu_quota;
+			return 0;
+		}
+	} else {
+		cg->base_oom_kill = oom_kills(cg);
+		cg->base_pids_max = pids_max_events(cg);
+		cg->base_cpu_usec = cpu_usec(cg);
+	}
 	return set_limits(sb, cg, true);
 }
 
@@ -522,10 +578,11 @@ void cgroups_watch_close(struct cgroups_watch *w)
 
 double cgroups_cpu_seconds(const struct sandbox_cgroups *cg)
 {
+	uint64_t v;
+
 	if (!cg->path[CG_UNIFIED])
 		return -1;
-	uint64_t v = read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec");
-
+	v = cpu_usec(cg);
 	return (double)(v > cg->base_cpu_usec ? v - cg->base_cpu_usec : 0) / 1e6;
 }
 

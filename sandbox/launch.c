@@ -648,6 +648,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	}
 
 	ret->output_bytes = w.output;
+	cgroups_read_end(&cg);
 	ret->memory_peak = cgroups_memory_peak(&cg);
 	ret->pids_limit_hit = cgroups_pids_hit(&cg);
 	cpu = cgroups_cpu_seconds(&cg);

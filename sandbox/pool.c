@@ -371,6 +371,28 @@ static int slot_index(const char *name, const char *prefix)
 	return end != name + n && !strcmp(end, ".lock") && i >= 0 && i < 100000 ? (int)i : -1;
 }
 
+/* The lock file's line after its "cgroup" lines, written by a launcher that
+ * returns the slot to the pool: what the set carries (cgroups_carry), fixed
+ * width so that the file's length does not change. */
+#define CARRY_FMT "carry %020llu %020llu %020llu %020llu %020llu %020llu\n"
+#define CARRY_LEN (6 + 6 * 21)
+
+static bool carry_parse(const char *s, size_t len, struct cgroups_carry *c)
+{
+	unsigned long long v[6];
+	char line[CARRY_LEN + 1];
+
+	if (len != CARRY_LEN)
+		return false;
+	memcpy(line, s, len);
+	line[len] = '\0';
+	if (sscanf(line, "carry %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+	           &v[5]) != 6 || line[len - 1] != '\n')
+		return false;
+	*c = (struct cgroups_carry){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	return true;
+}
+
 int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct sandbox_cgroups *cg)
 {
 	_cleanup_close_ int dfd = -1;
@@ -388,6 +410,8 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 	for (int i = 0; i < n; i++) {
 		_cleanup_(buf_freep) struct buf want = BUF_INIT;
 		char lock[32], name[48], have[4096];
+		struct cgroups_carry carry;
+		bool same, dead, carried;
 		struct stat st;
 		ssize_t len;
 		int fd, r;
@@ -416,36 +440,48 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 			return -ENOMEM;
 		}
 		len = pread(fd, have, sizeof(have), 0);
+		same = len >= (ssize_t)want.len && !memcmp(have, want.data, want.len);
 		/* A dead launcher's slot (mtime 0: its sandbox may still be in
-		 * it), or one made under another launcher's cgroup: start over. */
-		if ((fstat(fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0) ||
-		    len != (ssize_t)want.len || memcmp(have, want.data, want.len)) {
+		 * it), or one made under another launcher's cgroup: start over,
+		 * carrying nothing. */
+		dead = fstat(fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0;
+		carried = !dead && same &&
+		          carry_parse(have + want.len, (size_t)len - want.len, &carry);
+		if (dead || !same) {
 			if (remove_listed(fd, i) < 0) {
 				cgroups_forget(cg);
 				close(fd);
 				continue;   /* left dirty for gc; try the next slot */
 			}
-			if (len != (ssize_t)want.len || memcmp(have, want.data, want.len)) {
-				if (pwrite(fd, want.data, want.len, 0) != (ssize_t)want.len ||
-				    ftruncate(fd, (off_t)want.len) < 0) {
-					r = log_errno(-errno, "pool: '%s/%s'", pool_dir(), lock);
-					cgroups_forget(cg);
-					close(fd);
-					return r;
-				}
-			}
 		}
-		/* In use from now on (mtime 0), until released. */
+		if (!same || (len != (ssize_t)want.len && !carried)) {
+			if (pwrite(fd, want.data, want.len, 0) != (ssize_t)want.len ||
+			    ftruncate(fd, (off_t)want.len) < 0) {
+				r = log_errno(-errno, "pool: '%s/%s'", pool_dir(), lock);
+				cgroups_forget(cg);
+				close(fd);
+				return r;
+			}
+			len = (ssize_t)want.len;
+		}
+		s->paths_len = want.len;
+		s->file_len = (size_t)len;
+		/* In use from now on (mtime 0), until released.  The carry line
+		 * stays in the file meanwhile but counts only with a release's
+		 * mtime, which comes after the release rewrote it. */
 		r = futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0 ? -errno : 0;
-		if (r == 0)
+		if (r == 0) {
 			r = cgroups_make_missing(cg);
-		if (r == 0)
-			r = cgroups_reuse(sb, cg);
+			if (r > 0)
+				carried = false;   /* new directories: default limits, zero counters */
+		}
+		if (r >= 0)
+			r = cgroups_reuse(sb, cg, carried ? &carry : NULL);
 		if (r < 0) {
 			/* E.g. a memory limit below what the slot is still charged:
 			 * remove the slot's directories, use cgroups of the sandbox's
 			 * own. */
-			if (remove_listed(fd, i) == 0)
+			if (remove_listed(fd, i) == 0 && ftruncate(fd, (off_t)want.len) == 0)
 				futimens(fd, NULL);
 			cgroups_forget(cg);
 			close(fd);
@@ -458,6 +494,25 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 	return 0;   /* every slot in use: cgroups of the sandbox's own */
 }
 
+/* Write the carry line after the "cgroup" lines; false if it could not be. */
+static bool carry_write(const struct cgroup_slot *s, const struct sandbox_cgroups *cg)
+{
+	struct cgroups_carry c;
+	char line[CARRY_LEN + 1];
+
+	if (!cgroups_carry_get(cg, &c))
+		return false;
+	if (snprintf(line, sizeof(line), CARRY_FMT, (unsigned long long)c.oom_kill,
+	             (unsigned long long)c.pids_max, (unsigned long long)c.cpu_usec,
+	             (unsigned long long)c.memory, (unsigned long long)c.pids,
+	             (unsigned long long)c.cpu_quota) != CARRY_LEN)
+		return false;
+	if (pwrite(s->lock_fd, line, CARRY_LEN, (off_t)s->paths_len) != CARRY_LEN)
+		return false;
+	return s->file_len <= s->paths_len + CARRY_LEN ||
+	       ftruncate(s->lock_fd, (off_t)(s->paths_len + CARRY_LEN)) == 0;
+}
+
 int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 {
 	int r = 0;
@@ -465,7 +520,12 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 	if (s->lock_fd < 0)
 		return 0;
 	if (cgroups_reusable(cg, POOL_CG_MAX_CHARGE)) {
-		futimens(s->lock_fd, NULL);
+		/* A slot whose carry line cannot be written goes back without
+		 * one (its next taker reads and writes everything); one that
+		 * cannot lose a stale line either keeps mtime 0, and its next
+		 * taker starts it over. */
+		if (carry_write(s, cg) || (ftruncate(s->lock_fd, (off_t)s->paths_len) == 0))
+			futimens(s->lock_fd, NULL);
 	} else {
 		for (int i = CG_COUNT - 1; i >= 0; i--) {
 			bool dup = false;
@@ -475,8 +535,9 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 			if (cg->path[i] && !dup && cgroup_remove(cg->path[i], true) < 0)
 				r = -EBUSY;
 		}
-		if (r == 0)
-			futimens(s->lock_fd, NULL);   /* gone: made afresh by the next taker */
+		/* gone: made afresh by the next taker */
+		if (r == 0 && ftruncate(s->lock_fd, (off_t)s->paths_len) == 0)
+			futimens(s->lock_fd, NULL);
 	}
 	cgroups_forget(cg);
 	close(s->lock_fd);

@@ -104,6 +104,20 @@ struct sandbox_cgroups {
 	/* Counters a reused (pooled) set had at the start: the reports count
 	 * from these.  All 0 for a set made for the sandbox. */
 	uint64_t base_oom_kill, base_pids_max, base_memory, base_cpu_usec;
+	/* The limits written (set_limits): bytes, processes, CPU quota in us
+	 * per 100 ms; 0 is none. */
+	uint64_t lim_memory, lim_pids, lim_cpu_quota;
+	/* Set by cgroups_read_end: the counters once the sandbox is gone. */
+	bool ended;
+	uint64_t end_oom_kill, end_pids_max, end_cpu_usec;
+};
+
+/* What a pooled set carries from one sandbox to the next, kept in its slot's
+ * lock file (pool.c) so that the next taker need not read the counters that
+ * cannot be reset, nor rewrite limits that are already in force. */
+struct cgroups_carry {
+	uint64_t oom_kill, pids_max, cpu_usec;
+	uint64_t memory, pids, cpu_quota;
 };
 
 /* The paths of the sandbox's cgroups: one named name under the launcher's own
@@ -156,13 +170,20 @@ double cgroups_cpu_seconds(const struct sandbox_cgroups *cg);
 int cgroups_destroy(struct sandbox_cgroups *cg);
 /* Free the paths only. */
 void cgroups_forget(struct sandbox_cgroups *cg);
-/* Make the directories cg names that do not exist yet.  On failure the
- * ones made are removed again (the paths stay). */
+/* Make the directories cg names that do not exist yet: how many it made,
+ * or -errno, and then the ones made are removed again (the paths stay). */
 int cgroups_make_missing(const struct sandbox_cgroups *cg);
 /* Ready an existing set whose processes are all gone for the next sandbox:
- * its peak and fail counters reset, the counters that cannot be reset read
- * as baselines, the limits of sb written. */
-int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg);
+ * its peak reset, the counters that cannot be reset taken as baselines, the
+ * limits of sb written.  carry (NULL: none) is what the set's last sandbox
+ * left, trusted for the baselines and for the limits in force. */
+int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg,
+                  const struct cgroups_carry *carry);
+/* Once every process of the sandbox is gone: read the counters the report
+ * and the carry need, once; the report's functions use them from then on. */
+void cgroups_read_end(struct sandbox_cgroups *cg);
+/* What the set carries to the next sandbox; false before cgroups_read_end. */
+bool cgroups_carry_get(const struct sandbox_cgroups *cg, struct cgroups_carry *ret);
 /* Is the set free of processes (waiting up to a second for the last to
  * leave; one of its directories tells for all), and does its memory cgroup
  * hold no page cache and at most max_charge bytes?  A v1 memory cgroup keeps the charge
@@ -232,8 +253,10 @@ void netns_slot_release(struct netns_slot *s);
 struct cgroup_slot {
 	int lock_fd;            /* -1: the sandbox's cgroups are its own */
 	int index;
+	size_t paths_len;       /* bytes of the lock file's "cgroup" lines */
+	size_t file_len;        /* the lock file's length when taken */
 };
-#define CGROUP_SLOT_INIT { -1, -1 }
+#define CGROUP_SLOT_INIT { -1, -1, 0, 0 }
 /* The most a pooled memory cgroup may still be charged (kernel objects its
  * sandboxes were first to use: dentries, inodes) and be used again. */
 #define POOL_CG_MAX_CHARGE (8u << 20)

@@ -5,7 +5,8 @@
 # slot sees no socket of the one before (attack: a listener left behind to answer the grader);
 # a namespace with a socket left (TIME_WAIT) is not reused; a launcher killed by SIGKILL leaves a
 # slot that the next launcher takes with a fresh namespace, and nothing else (nor a record, for
-# a sandbox of the default name); `lazyroot gc --pool`
+# a sandbox of the default name); each sandbox in a slot has its own limits, carried over or
+# written; `lazyroot gc --pool`
 # removes the pool; an allowlist, sysfs = true, pool = false and LAZYROOT_POOL=0 keep a
 # namespace of the sandbox's own.
 . "$(dirname "$0")/../lib/common.sh"
@@ -102,7 +103,7 @@ check test "$(pool_mounts)" = 1
 start_held() {
 	rm -f "$WORK/in" "$WORK/out"
 	mkfifo "$WORK/in" "$WORK/out"
-	SB_EXEC=1 sb_run -- /bin/sh -c 'readlink /proc/self/ns/net; read -r x || true' <"$WORK/in" >"$WORK/out" &
+	SB_EXEC=1 sb_run "$@" -- /bin/sh -c 'readlink /proc/self/ns/net; read -r x || true' <"$WORK/in" >"$WORK/out" &
 	launcher=$!
 	_sb_count=$((_sb_count + 1))
 	exec 9>"$WORK/in" 7<"$WORK/out"
@@ -173,6 +174,29 @@ check same_slot pids after_pids
 check test "$(json_field "$WORK/pids.json" pids_limit_hit)" = true
 check test "$(json_field "$WORK/after-pids.json" pids_limit_hit)" = false
 check test "$(json_field "$WORK/after-pids.json" killed_by)" = null
+# The limits in force are each sandbox's own, whether written afresh or carried over from the
+# sandbox before in the slot (the lock file's carry line, which a launcher trusts instead of
+# rewriting limits that are already in force): read from the host while a sandbox holds slot 0.
+pidsdir=$(awk '$1 == "cgroup" && $2 ~ "^/sys/fs/cgroup/pids/" { print $2 }' "$POOL/cg.0.lock")
+held_limits() {
+	start_held "$@"
+	echo "$(cat "$memdir/memory.limit_in_bytes") $(cat "$pidsdir/pids.max")"
+	exec 9>&- 7<&-
+	wait "$launcher"
+}
+default_limits="$((1 << 30)) 256"
+check test "$(held_limits)" = "$default_limits"
+check test "$(held_limits)" = "$default_limits"
+check test "$(held_limits --memory 64M --pids 8)" = "$((64 << 20)) 8"
+check test "$(held_limits --memory 64M --pids 8)" = "$((64 << 20)) 8"
+check test "$(held_limits)" = "$default_limits"
+check test "$(held_limits --memory 96M)" = "$((96 << 20)) 256"
+check test "$(held_limits --pids 9)" = "$((1 << 30)) 9"
+# A carry line, if the slot kept one, names the limits of the sandbox before.
+check sb_run -- /bin/true
+carry=$(grep '^carry ' "$POOL/cg.0.lock" || true)
+check test -z "$carry" -o "$(awk '{ print $5 + 0, $6 + 0 }' <<<"$carry")" = "$default_limits"
+
 # pool = false: cgroups named after the sandbox, removed at its end; the slot stays as it was.
 # (A pooled sandbox that happens to be charged for page cache has its slot made afresh at its
 # end, as above: run one until slot 0's memory cgroup is there, up to 5 tries.)

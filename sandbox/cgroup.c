@@ -177,15 +177,12 @@ static uint64_t want_cpu_quota(const struct sandbox *sb)
 
 /* A limit of 0 (none) is written only to a reused set (reset), which may
  * still have the limit of the sandbox before it. */
-static int set_limits(const struct sandbox *sb, struct sandbox_cgroups *cg, bool reset)
+static int set_limits(const struct sandbox *sb, const struct sandbox_cgroups *cg, bool reset)
 {
 	uint64_t quota = want_cpu_quota(sb);
 	char v[64];
 	int r;
 
-	cg->lim_memory = cg->path[CG_MEMORY] ? sb->memory : 0;
-	cg->lim_pids = cg->path[CG_PIDS] ? sb->pids : 0;
-	cg->lim_cpu_quota = cg->path[CG_CPU] ? quota : 0;
 	if (reset && !sb->memory && cg->path[CG_MEMORY]) {
 		r = write_attr(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.max" :
 		               "memory.limit_in_bytes", cg->v2[CG_MEMORY] ? "max" : "-1");
@@ -387,8 +384,7 @@ bool cgroups_carry_get(const struct sandbox_cgroups *cg, struct cgroups_carry *r
 		return false;
 	*ret = (struct cgroups_carry){
 		.oom_kill = cg->end_oom_kill, .pids_max = cg->end_pids_max,
-		.cpu_usec = cg->end_cpu_usec, .memory = cg->lim_memory, .pids = cg->lim_pids,
-		.cpu_quota = cg->lim_cpu_quota,
+		.cpu_usec = cg->end_cpu_usec,
 	};
 	return true;
 }
@@ -445,19 +441,15 @@ int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg,
 		cg->base_oom_kill = carry->oom_kill;
 		cg->base_pids_max = carry->pids_max;
 		cg->base_cpu_usec = carry->cpu_usec;
-		if (carry->memory == (cg->path[CG_MEMORY] ? sb->memory : 0) &&
-		    carry->pids == (cg->path[CG_PIDS] ? sb->pids : 0) &&
-		    carry->cpu_quota == (cg->path[CG_CPU] ? want_cpu_quota(sb) : 0)) {
-			cg->lim_memory = carry->memory;
-			cg->lim_pids = carry->pids;
-			cg->lim_cpu_quota = carry->cpu_quota;
-			return 0;
-		}
 	} else {
 		cg->base_oom_kill = oom_kills(cg);
 		cg->base_pids_max = pids_max_events(cg);
 		cg->base_cpu_usec = cpu_usec(cg);
 	}
+	/* Written every time, carried or not: a limit is the sandbox's policy,
+	 * and the directories' files are what holds, whatever the lock file
+	 * says (root may have changed one; a cgroup2 controller switched off
+	 * and on resets its limits). */
 	return set_limits(sb, cg, true);
 }
 

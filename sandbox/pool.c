@@ -372,24 +372,24 @@ static int slot_index(const char *name, const char *prefix)
 }
 
 /* The lock file's line after its "cgroup" lines, written by a launcher that
- * returns the slot to the pool: what the set carries (cgroups_carry), fixed
- * width so that the file's length does not change. */
-#define CARRY_FMT "carry %020llu %020llu %020llu %020llu %020llu %020llu\n"
-#define CARRY_LEN (6 + 6 * 21)
+ * returns the slot to the pool: what the set carries (cgroups_carry).  Fixed
+ * width, so that a release rewriting it leaves the file's length as it was. */
+#define CARRY_FMT "carry %020llu %020llu %020llu\n"
+#define CARRY_LEN (6 + 3 * 21)
 
 static bool carry_parse(const char *s, size_t len, struct cgroups_carry *c)
 {
-	unsigned long long v[6];
+	unsigned long long v[3];
 	char line[CARRY_LEN + 1];
 
 	if (len != CARRY_LEN)
 		return false;
 	memcpy(line, s, len);
 	line[len] = '\0';
-	if (sscanf(line, "carry %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-	           &v[5]) != 6 || line[len - 1] != '\n')
+	if (sscanf(line, "carry %llu %llu %llu", &v[0], &v[1], &v[2]) != 3 ||
+	    line[len - 1] != '\n')
 		return false;
-	*c = (struct cgroups_carry){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	*c = (struct cgroups_carry){ v[0], v[1], v[2] };
 	return true;
 }
 
@@ -466,14 +466,14 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		}
 		s->paths_len = want.len;
 		s->file_len = (size_t)len;
-		/* In use from now on (mtime 0), until released.  The carry line
+		/* In use from now on (mtime 0), until released.  A carry line
 		 * stays in the file meanwhile but counts only with a release's
-		 * mtime, which comes after the release rewrote it. */
+		 * mtime, which the release sets after rewriting the line. */
 		r = futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0 ? -errno : 0;
 		if (r == 0) {
 			r = cgroups_make_missing(cg);
 			if (r > 0)
-				carried = false;   /* new directories: default limits, zero counters */
+				carried = false;   /* new directories: zero counters */
 		}
 		if (r >= 0)
 			r = cgroups_reuse(sb, cg, carried ? &carry : NULL);
@@ -503,9 +503,7 @@ static bool carry_write(const struct cgroup_slot *s, const struct sandbox_cgroup
 	if (!cgroups_carry_get(cg, &c))
 		return false;
 	if (snprintf(line, sizeof(line), CARRY_FMT, (unsigned long long)c.oom_kill,
-	             (unsigned long long)c.pids_max, (unsigned long long)c.cpu_usec,
-	             (unsigned long long)c.memory, (unsigned long long)c.pids,
-	             (unsigned long long)c.cpu_quota) != CARRY_LEN)
+	             (unsigned long long)c.pids_max, (unsigned long long)c.cpu_usec) != CARRY_LEN)
 		return false;
 	if (pwrite(s->lock_fd, line, CARRY_LEN, (off_t)s->paths_len) != CARRY_LEN)
 		return false;
@@ -521,11 +519,14 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 		return 0;
 	if (cgroups_reusable(cg, POOL_CG_MAX_CHARGE)) {
 		/* A slot whose carry line cannot be written goes back without
-		 * one (its next taker reads and writes everything); one that
-		 * cannot lose a stale line either keeps mtime 0, and its next
-		 * taker starts it over. */
-		if (carry_write(s, cg) || (ftruncate(s->lock_fd, (off_t)s->paths_len) == 0))
+		 * one (its next taker reads the counters).  One that cannot lose
+		 * a stale line either is marked as a dead launcher's (mtime 0; a
+		 * failed write may have stamped the file), which its next taker
+		 * starts over. */
+		if (carry_write(s, cg) || ftruncate(s->lock_fd, (off_t)s->paths_len) == 0)
 			futimens(s->lock_fd, NULL);
+		else
+			futimens(s->lock_fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } });
 	} else {
 		for (int i = CG_COUNT - 1; i >= 0; i--) {
 			bool dup = false;
@@ -535,9 +536,12 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 			if (cg->path[i] && !dup && cgroup_remove(cg->path[i], true) < 0)
 				r = -EBUSY;
 		}
-		/* gone: made afresh by the next taker */
+		/* Gone: made afresh by the next taker.  Else marked as a dead
+		 * launcher's, to be removed by the next taker or gc. */
 		if (r == 0 && ftruncate(s->lock_fd, (off_t)s->paths_len) == 0)
 			futimens(s->lock_fd, NULL);
+		else
+			futimens(s->lock_fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } });
 	}
 	cgroups_forget(cg);
 	close(s->lock_fd);

@@ -104,9 +104,6 @@ struct sandbox_cgroups {
 	/* Counters a reused (pooled) set had at the start: the reports count
 	 * from these.  All 0 for a set made for the sandbox. */
 	uint64_t base_oom_kill, base_pids_max, base_memory, base_cpu_usec;
-	/* The limits written (set_limits): bytes, processes, CPU quota in us
-	 * per 100 ms; 0 is none. */
-	uint64_t lim_memory, lim_pids, lim_cpu_quota;
 	/* Set by cgroups_read_end: the counters once the sandbox is gone. */
 	bool ended;
 	uint64_t end_oom_kill, end_pids_max, end_cpu_usec;
@@ -114,10 +111,9 @@ struct sandbox_cgroups {
 
 /* What a pooled set carries from one sandbox to the next, kept in its slot's
  * lock file (pool.c) so that the next taker need not read the counters that
- * cannot be reset, nor rewrite limits that are already in force. */
+ * cannot be reset. */
 struct cgroups_carry {
 	uint64_t oom_kill, pids_max, cpu_usec;
-	uint64_t memory, pids, cpu_quota;
 };
 
 /* The paths of the sandbox's cgroups: one named name under the launcher's own
@@ -174,9 +170,9 @@ void cgroups_forget(struct sandbox_cgroups *cg);
  * or -errno, and then the ones made are removed again (the paths stay). */
 int cgroups_make_missing(const struct sandbox_cgroups *cg);
 /* Ready an existing set whose processes are all gone for the next sandbox:
- * its peak reset, the counters that cannot be reset taken as baselines, the
- * limits of sb written.  carry (NULL: none) is what the set's last sandbox
- * left, trusted for the baselines and for the limits in force. */
+ * its peak reset, the counters that cannot be reset taken as baselines (from
+ * carry, what the set's last sandbox left, unless NULL), the limits of sb
+ * written. */
 int cgroups_reuse(const struct sandbox *sb, struct sandbox_cgroups *cg,
                   const struct cgroups_carry *carry);
 /* Once every process of the sandbox is gone: read the counters the report

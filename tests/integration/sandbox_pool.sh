@@ -5,8 +5,8 @@
 # slot sees no socket of the one before (attack: a listener left behind to answer the grader);
 # a namespace with a socket left (TIME_WAIT) is not reused; a launcher killed by SIGKILL leaves a
 # slot that the next launcher takes with a fresh namespace, and nothing else (nor a record, for
-# a sandbox of the default name); each sandbox in a slot has its own limits, carried over or
-# written; `lazyroot gc --pool`
+# a sandbox of the default name); each sandbox in a slot has its own limits, and the slot carries
+# its counters to the next; `lazyroot gc --pool`
 # removes the pool; an allowlist, sysfs = true, pool = false and LAZYROOT_POOL=0 keep a
 # namespace of the sandbox's own.
 . "$(dirname "$0")/../lib/common.sh"
@@ -174,28 +174,47 @@ check same_slot pids after_pids
 check test "$(json_field "$WORK/pids.json" pids_limit_hit)" = true
 check test "$(json_field "$WORK/after-pids.json" pids_limit_hit)" = false
 check test "$(json_field "$WORK/after-pids.json" killed_by)" = null
-# The limits in force are each sandbox's own, whether written afresh or carried over from the
-# sandbox before in the slot (the lock file's carry line, which a launcher trusts instead of
-# rewriting limits that are already in force): read from the host while a sandbox holds slot 0.
+# Each sandbox in a slot runs under its own limits, read from the host while it holds slot 0:
+# default and smaller ones in turn.
 pidsdir=$(awk '$1 == "cgroup" && $2 ~ "^/sys/fs/cgroup/pids/" { print $2 }' "$POOL/cg.0.lock")
+cpudir=$(awk '$1 == "cgroup" && $2 ~ "^/sys/fs/cgroup/cpu/" { print $2 }' "$POOL/cg.0.lock")
+unidir=$(awk '$1 == "cgroup" && $2 ~ "^/sys/fs/cgroup/unified/" { print $2 }' "$POOL/cg.0.lock")
 held_limits() {
 	start_held "$@"
-	echo "$(cat "$memdir/memory.limit_in_bytes") $(cat "$pidsdir/pids.max")"
+	echo "$(cat "$memdir/memory.limit_in_bytes") $(cat "$pidsdir/pids.max")" \
+		"$(cat "$cpudir/cpu.cfs_quota_us")"
 	exec 9>&- 7<&-
 	wait "$launcher"
 }
-default_limits="$((1 << 30)) 256"
+default_limits="$((1 << 30)) 256 100000"
 check test "$(held_limits)" = "$default_limits"
 check test "$(held_limits)" = "$default_limits"
-check test "$(held_limits --memory 64M --pids 8)" = "$((64 << 20)) 8"
-check test "$(held_limits --memory 64M --pids 8)" = "$((64 << 20)) 8"
+check test "$(held_limits --memory 64M --pids 8 --cpus 0.5)" = "$((64 << 20)) 8 50000"
+check test "$(held_limits --memory 64M --pids 8 --cpus 0.5)" = "$((64 << 20)) 8 50000"
 check test "$(held_limits)" = "$default_limits"
-check test "$(held_limits --memory 96M)" = "$((96 << 20)) 256"
-check test "$(held_limits --pids 9)" = "$((1 << 30)) 9"
-# A carry line, if the slot kept one, names the limits of the sandbox before.
-check sb_run -- /bin/true
+check test "$(held_limits --memory 96M)" = "$((96 << 20)) 256 100000"
+check test "$(held_limits --pids 9 --cpus 0)" = "$((1 << 30)) 9 -1"
+check test "$(held_limits)" = "$default_limits"
+
+# A slot kept between two sandboxes carries the counters that cannot be reset, as the second
+# left them, in its lock file's carry line (the next taker's baselines).
+kept_twice() {
+	local try ino
+	for try in 1 2 3 4 5; do
+		sb_run -- /bin/true
+		ino=$(stat -c %i "$memdir" 2>/dev/null) || continue
+		sb_run -- /bin/true
+		[ "$(stat -c %i "$memdir" 2>/dev/null)" = "$ino" ] && return 0
+		log "slot 0 made afresh (try $try)"
+	done
+	return 1
+}
+check kept_twice
 carry=$(grep '^carry ' "$POOL/cg.0.lock" || true)
-check test -z "$carry" -o "$(awk '{ print $5 + 0, $6 + 0 }' <<<"$carry")" = "$default_limits"
+counters="$(awk '$1 == "oom_kill" { print $2 }' "$memdir/memory.oom_control")"
+counters+=" $(awk '$1 == "max" { print $2 }' "$pidsdir/pids.events")"
+counters+=" $(awk '$1 == "usage_usec" { print $2 }' "$unidir/cpu.stat")"
+check test "$(awk '{ print $2 + 0, $3 + 0, $4 + 0 }' <<<"$carry")" = "$counters"
 
 # pool = false: cgroups named after the sandbox, removed at its end; the slot stays as it was.
 # (A pooled sandbox that happens to be charged for page cache has its slot made afresh at its
@@ -233,6 +252,7 @@ check test "$(stat -c %Y "$POOL/net.0.lock")" = 0
 check test "$(stat -c %Y "$POOL/cg.0.lock")" = 0
 e=$(netns_of)
 check test "$(stat -c %i "$memdir")" != "$memino"
+check test -e "$memdir/cgroup.procs"
 check test -z "$(cat "$memdir/cgroup.procs")"
 check test "$e" = "$(slot_ns 0)"
 check test "$e" != "$held_ns"
@@ -259,6 +279,7 @@ exec 9>&- 7<&-
 check test -z "$(ls "$SB_RECORDS")"
 check test "$(sb_run -- /bin/echo next)" = next
 check test "$(stat -c %Y "$POOL/cg.0.lock")" != 0
+check test -e "$memdir/cgroup.procs"
 check test -z "$(cat "$memdir/cgroup.procs")"
 out=$("$LAZYROOT" gc --json)
 check test "$(python3 -c 'import json, sys; print(len(json.load(sys.stdin)["removed"]))' <<<"$out")" = 0

@@ -513,24 +513,26 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		goto close_all;
 	}
 	sandbox_gc_maybe();
-	/* Pooled cgroups are not listed in a record: they outlive the
-	 * sandbox, and a collector of the record must not touch them. */
+	/* A record only where a dead launcher would leave something for gc
+	 * (cgroups of the sandbox's own, a stage state directory) or a name
+	 * is to be claimed; a name asked for is claimed first.  The default
+	 * name holds the launcher's pid, and a pooled sandbox leaves nothing:
+	 * the next taker of a dead launcher's slot starts it over (pool.c).
+	 * On ext4 a record's create and unlink cost a journal commit per
+	 * launch.  Pooled cgroups are never listed in a record: they outlive
+	 * the sandbox, and a collector of the record must not touch them. */
+	if (sb->name || sb->n_stages) {
+		r = launch_record_open(name, &rec);
+		if (r < 0)
+			goto close_all;
+	}
 	r = cgroup_slot_take(sb, &cslot, &cg);
 	if (r < 0)
 		goto close_all;
-	/* A record only where a dead launcher would leave something for gc
-	 * (cgroups of the sandbox's own, a stage state directory) or a name
-	 * must be claimed.  The default name holds the launcher's pid, unique
-	 * among live launchers, and a pooled sandbox leaves nothing: the
-	 * next taker of a dead launcher's slot rebuilds it (pool.c).  On ext4
-	 * the record's create and unlink cost a journal commit per launch. */
-	if (cslot.lock_fd < 0 || sb->name || sb->n_stages) {
+	if (cslot.lock_fd < 0 && rec.fd < 0) {
 		r = launch_record_open(name, &rec);
-		if (r < 0) {
-			if (cslot.lock_fd >= 0)
-				cg_left = cgroups_end(&cslot, &cg) < 0;
+		if (r < 0)
 			goto close_all;
-		}
 	}
 	if (cslot.lock_fd < 0) {
 		r = cgroups_resolve(sb, name, &cg);

@@ -41,15 +41,17 @@ static bool is_fs(const char *path, long magic)
  * be read. */
 static int self_cgroups(const char **ret)
 {
-	static struct buf b = BUF_INIT;
+	static char *text;
 	static int r = 1;
 
 	if (r > 0) {
+		_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
 		r = read_file("/proc/self/cgroup", 65536, &b);
-		if (r < 0)
-			buf_free(&b);
+		if (r == 0 && !(text = strdup((const char *)b.data)))
+			r = -ENOMEM;
 	}
-	*ret = (const char *)b.data;
+	*ret = text;
 	return r;
 }
 

@@ -117,6 +117,7 @@ static void mount_or_die(const char *src, const char *dst, const char *type, uns
 struct opts {
 	const char *net, *root;
 	const char *cgroup[MAX_CGROUPS];
+	bool cgroup2[MAX_CGROUPS];   /* cgroup[i] is on cgroup2: cloned into, not written */
 	int n_cgroups;
 	bool overlay, idmap, init, pipes;
 	char **cmd;
@@ -234,7 +235,8 @@ int main(int argc, char **argv)
 		ca.flags |= CLONE_NEWNET;
 	}
 	for (int i = 0; i < o.n_cgroups; i++) {
-		if (!on_cgroup2(o.cgroup[i]))
+		o.cgroup2[i] = on_cgroup2(o.cgroup[i]);
+		if (!o.cgroup2[i])
 			continue;
 		int fd = open(o.cgroup[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
 
@@ -268,7 +270,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < o.n_cgroups; i++) {
 		char procs[4096];
 
-		if (on_cgroup2(o.cgroup[i]))
+		if (o.cgroup2[i])
 			continue;   /* cloned into it */
 		snprintf(procs, sizeof(procs), "%s/cgroup.procs", o.cgroup[i]);
 		write_file(procs, pid_s);

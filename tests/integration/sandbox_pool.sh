@@ -198,18 +198,7 @@ check test "$(held_limits)" = "$default_limits"
 
 # A slot kept between two sandboxes carries the counters that cannot be reset, as the second
 # left them, in its lock file's carry line (the next taker's baselines).
-kept_twice() {
-	local try ino
-	for try in 1 2 3 4 5; do
-		sb_run -- /bin/true
-		ino=$(stat -c %i "$memdir" 2>/dev/null) || continue
-		sb_run -- /bin/true
-		[ "$(stat -c %i "$memdir" 2>/dev/null)" = "$ino" ] && return 0
-		log "slot 0 made afresh (try $try)"
-	done
-	return 1
-}
-check kept_twice
+check same_slot true1 true1
 carry=$(grep '^carry ' "$POOL/cg.0.lock" || true)
 counters="$(awk '$1 == "oom_kill" { print $2 }' "$memdir/memory.oom_control")"
 counters+=" $(awk '$1 == "max" { print $2 }' "$pidsdir/pids.events")"

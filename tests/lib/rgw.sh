@@ -59,14 +59,45 @@ rgw_stop() {
 	_rgw_stop_pid mon
 }
 
-_rgw_wait() {  # SECONDS DESCRIPTION CMD...
-	local n=$(($1 * 10)) what=$2 i
-	shift 2
-	for ((i = 0; i < n; i++)); do
+# Wait up to SECONDS of wall time (a probe of a daemon that does not answer can itself take
+# up to 30 s) for CMD to succeed; give up at once when DAEMON's process (mon, osd or rgw) has
+# exited: 1.
+_rgw_wait() {  # SECONDS DESCRIPTION DAEMON CMD...
+	local deadline=$((SECONDS + $1)) what=$2 daemon=$3
+	shift 3
+	while ((SECONDS < deadline)); do
 		"$@" >/dev/null 2>&1 && return 0
+		if ! kill -0 "$(cat "$RGW_DIR/$daemon.pidv" 2>/dev/null)" 2>/dev/null; then
+			echo "rgw: $what: ceph-$daemon exited; logs in $RGW_DIR" >&2
+			return 1
+		fi
 		_pause 0.1
 	done
 	echo "rgw: $what did not happen in time; logs in $RGW_DIR" >&2
+	return 1
+}
+
+# Make and start the monitor on a free port.  A port found free can be taken by someone else
+# before the monitor binds it (it then exits): up to three ports are tried.
+_rgw_mon_start() {  # FSID
+	local mon_port
+	for _ in 1 2 3; do
+		mon_port=$(_rgw_free_port)
+		sed -i "s/^mon host = .*/mon host = [v2:127.0.0.1:$mon_port]/" "$RGW_DIR/ceph.conf"
+		rm -rf "$RGW_DIR/mon.a" "$RGW_DIR/monmap"
+		mkdir -p "$RGW_DIR/mon.a"
+		monmaptool --create --addv a "[v2:127.0.0.1:$mon_port]" --fsid "$1" \
+			"$RGW_DIR/monmap" >/dev/null
+		ceph-mon -c "$RGW_DIR/ceph.conf" --mkfs -i a --monmap "$RGW_DIR/monmap" \
+			--keyring "$RGW_DIR/keyring" >"$RGW_DIR/mkfs.out" 2>&1 ||
+			{ echo "rgw: ceph-mon --mkfs failed: $(tail -n 3 "$RGW_DIR/mkfs.out")" >&2; return 1; }
+		ceph-mon -c "$RGW_DIR/ceph.conf" -i a -f >>"$RGW_DIR/mon.err" 2>&1 &
+		echo $! >"$RGW_DIR/mon.pidv"
+		_rgw_wait 30 "the monitor answering" mon _rgw_ceph mon stat && return 0
+		grep -q 'Address already in use' "$RGW_DIR/mon.err" || return 1
+		_rgw_stop_pid mon
+		: >"$RGW_DIR/mon.err"
+	done
 	return 1
 }
 
@@ -100,14 +131,13 @@ _rgw_keys() {
 } >/dev/null
 
 rgw_start() {
-	local c mon_port fsid osd_uuid
+	local c fsid osd_uuid
 	for c in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptool uuidgen curl; do
 		command -v "$c" >/dev/null || { echo "$c is missing (scripts/install-deps test)" >&2; return 77; }
 	done
 	RGW_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-rgw.XXXXXX")
 	cleanup_add rm -rf "$RGW_DIR"
 	cleanup_add rgw_stop
-	mon_port=$(_rgw_free_port)
 	RGW_PORT=$(_rgw_free_port)
 	fsid=$(uuidgen)
 	osd_uuid=$(uuidgen)
@@ -115,7 +145,7 @@ rgw_start() {
 	cat >"$RGW_DIR/ceph.conf" <<EOF
 [global]
 fsid = $fsid
-mon host = [v2:127.0.0.1:$mon_port]
+mon host = (written by _rgw_mon_start)
 public addr = 127.0.0.1
 cluster addr = 127.0.0.1
 ms bind msgr1 = false
@@ -157,13 +187,7 @@ rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
 rgw thread pool size = 64
 EOF
 	_rgw_keys || { echo "rgw: making keys failed" >&2; return 1; }
-	monmaptool --create --addv a "[v2:127.0.0.1:$mon_port]" --fsid "$fsid" "$RGW_DIR/monmap" >/dev/null
-	ceph-mon -c "$RGW_DIR/ceph.conf" --mkfs -i a --monmap "$RGW_DIR/monmap" \
-		--keyring "$RGW_DIR/keyring" >"$RGW_DIR/mkfs.out" 2>&1 ||
-		{ echo "rgw: ceph-mon --mkfs failed: $(tail -n 3 "$RGW_DIR/mkfs.out")" >&2; return 1; }
-	ceph-mon -c "$RGW_DIR/ceph.conf" -i a -f >>"$RGW_DIR/mon.err" 2>&1 &
-	echo $! >"$RGW_DIR/mon.pidv"
-	_rgw_wait 30 "the monitor answering" _rgw_ceph mon stat || return 1
+	_rgw_mon_start "$fsid" || return 1
 
 	[ "$(_rgw_ceph osd new "$osd_uuid" 2>>"$RGW_DIR/osd.err")" = 0 ] ||
 		{ echo "rgw: ceph osd new did not give osd.0" >&2; return 1; }
@@ -171,11 +195,11 @@ EOF
 		{ echo "rgw: ceph-osd --mkfs failed: $(tail -n 3 "$RGW_DIR/osd.err")" >&2; return 1; }
 	ceph-osd -c "$RGW_DIR/ceph.conf" -i 0 -f >>"$RGW_DIR/osd.err" 2>&1 &
 	echo $! >"$RGW_DIR/osd.pidv"
-	_rgw_wait 60 "osd.0 coming up" _rgw_osd_up || return 1
+	_rgw_wait 60 "osd.0 coming up" osd _rgw_osd_up || return 1
 
 	radosgw -c "$RGW_DIR/ceph.conf" -n client.rgw -f >>"$RGW_DIR/rgw.err" 2>&1 &
 	echo $! >"$RGW_DIR/rgw.pidv"
-	_rgw_wait 60 "radosgw listening on 127.0.0.1:$RGW_PORT" \
+	_rgw_wait 60 "radosgw listening on 127.0.0.1:$RGW_PORT" rgw \
 		bash -c "exec 3<>/dev/tcp/127.0.0.1/$RGW_PORT" || return 1
 
 	RGW_ENDPOINT=http://127.0.0.1:$RGW_PORT

@@ -104,7 +104,7 @@ check grep -q "NoSuchBucket" <<<"$err"
 check_not mountpoint -q "$mnt"
 
 # --- 5. endpoint unreachable at mount time
-dead=$(_rgw_free_port)
+dead=$(free_port)
 rc=0
 cache=$WORK/cache-dead
 err=$("$LAZYROOT" mount lib/tree:1 "$mnt" --store "$store" --s3-endpoint "http://127.0.0.1:$dead" \
@@ -150,7 +150,7 @@ check grep -q "no profile 'missing'" <<<"$err"
 # --- 7. mirrors mixing http and s3
 nginx_start "$WORK/nginx-data"
 check "$LAZYROOT" build "$src/files" --store "$NGINX_URL" --tag files:1 --no-progress
-nginx_dead=http://127.0.0.1:$(_rgw_free_port)
+nginx_dead=http://127.0.0.1:$(free_port)
 n=0
 for mirrors in "$nginx_dead,$store" "s3://$RGW_BUCKET/images/empty,$NGINX_URL"; do
 	cache=$WORK/cache-mirrors-$((++n))

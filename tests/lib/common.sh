@@ -14,6 +14,7 @@
 #   check_status N CMD...    the same, but CMD must exit with status N
 #   compare_trees [treecmp options] A B
 #                            treecmp A B; prints the differences (the first 50) on stderr
+#   free_port                a loopback TCP port nothing listens on, for a server to bind
 # and sets $REPO (the checkout), $LAZYROOT (the binary under test, from $LAZYROOT_BIN) and
 # $TREECMP. A failed check does not stop the script, so that one run shows every failure; the
 # exit trap turns any failed check into exit status 1.
@@ -46,6 +47,18 @@ need_cmd() {
 	local c
 	for c in "$@"; do
 		command -v "$c" >/dev/null || { log "$c is missing (scripts/install-deps test); skipping"; exit 77; }
+	done
+}
+
+# Below the kernel's ephemeral range, so that no connection's local port can hold it; a server
+# that still finds it taken (by another listener) must try again with another.
+free_port() {
+	local low p
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+	[ "$low" -gt 12000 ] || low=32768
+	while :; do
+		p=$((10000 + RANDOM % (low - 10000)))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }
 

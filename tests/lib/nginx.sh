@@ -63,7 +63,7 @@ nginx_start() {
 		scheme=https
 	fi
 	for try in $(seq 20); do
-		port=$((20000 + RANDOM % 40000))
+		port=$(free_port)
 		cat >"$NGINX_DIR/nginx.conf" <<EOF
 daemon off;
 master_process off;

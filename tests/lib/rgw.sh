@@ -2,7 +2,7 @@
 # A real S3 store for tests and benchmarks: a one-node Ceph (one ceph-mon, one bluestore
 # ceph-osd on a sparse file, no ceph-mgr) and radosgw (beast) on 127.0.0.1, all under a
 # temporary directory.  Source it after common.sh and nginx.sh (it uses cleanup_add,
-# wait_port and _pause):
+# free_port and _pause):
 #
 #   rgw_start           start the cluster and radosgw on free ports (about 20 s), create
 #                       an S3 user and the bucket $RGW_BUCKET; sets RGW_ENDPOINT
@@ -25,14 +25,6 @@
 # beast runs with tcp_nodelay=1: without it every answer on a kept-alive connection waited
 # ~40 ms for the client's delayed ACK (Nagle holds the last segment back): 100 sequential
 # 150 KB GETs took 2.9 s instead of 0.35-0.5 s.
-
-_rgw_free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-}
 
 _rgw_ceph() {
 	timeout 30 ceph -c "$RGW_DIR/ceph.conf" "$@"
@@ -82,7 +74,7 @@ _rgw_wait() {  # SECONDS DESCRIPTION DAEMON CMD...
 _rgw_mon_start() {  # FSID
 	local mon_port
 	for _ in 1 2 3; do
-		mon_port=$(_rgw_free_port)
+		mon_port=$(free_port)
 		sed -i "s/^mon host = .*/mon host = [v2:127.0.0.1:$mon_port]/" "$RGW_DIR/ceph.conf"
 		rm -rf "$RGW_DIR/mon.a" "$RGW_DIR/monmap"
 		mkdir -p "$RGW_DIR/mon.a"
@@ -99,6 +91,29 @@ _rgw_mon_start() {  # FSID
 		: >"$RGW_DIR/mon.err"
 	done
 	return 1
+}
+
+# Start radosgw on a free port (RGW_PORT), retried on another as the monitor is.  Ready when
+# the port answers as S3 does (an anonymous bucket listing), not merely when it accepts.
+_rgw_gw_start() {
+	for _ in 1 2 3; do
+		RGW_PORT=$(free_port)
+		sed -i "s/^rgw frontends = .*/rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1/" \
+			"$RGW_DIR/ceph.conf"
+		radosgw -c "$RGW_DIR/ceph.conf" -n client.rgw -f >>"$RGW_DIR/rgw.err" 2>&1 &
+		echo $! >"$RGW_DIR/rgw.pidv"
+		_rgw_wait 60 "radosgw answering on 127.0.0.1:$RGW_PORT" rgw _rgw_gw_answers && return 0
+		grep -q 'Address already in use' "$RGW_DIR/rgw.err" "$RGW_DIR/client.rgw.log" 2>/dev/null ||
+			return 1
+		_rgw_stop_pid rgw
+		: >"$RGW_DIR/rgw.err"
+		: >"$RGW_DIR/client.rgw.log"
+	done
+	return 1
+}
+
+_rgw_gw_answers() {
+	curl -s --max-time 5 "http://127.0.0.1:$RGW_PORT/" | grep -q ListAllMyBucketsResult
 }
 
 s3_curl() {  # KEY SECRET ARGS...
@@ -138,7 +153,6 @@ rgw_start() {
 	RGW_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-rgw.XXXXXX")
 	cleanup_add rm -rf "$RGW_DIR"
 	cleanup_add rgw_stop
-	RGW_PORT=$(_rgw_free_port)
 	fsid=$(uuidgen)
 	osd_uuid=$(uuidgen)
 	mkdir -p "$RGW_DIR/mon.a" "$RGW_DIR/osd.0" "$RGW_DIR/rgw"
@@ -183,7 +197,7 @@ osd max object namespace len = 256
 [client.rgw]
 admin socket = $RGW_DIR/\$name.asok
 rgw data = $RGW_DIR/rgw
-rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
+rgw frontends = (written by _rgw_gw_start)
 rgw thread pool size = 64
 EOF
 	_rgw_keys || { echo "rgw: making keys failed" >&2; return 1; }
@@ -197,11 +211,7 @@ EOF
 	echo $! >"$RGW_DIR/osd.pidv"
 	_rgw_wait 60 "osd.0 coming up" osd _rgw_osd_up || return 1
 
-	radosgw -c "$RGW_DIR/ceph.conf" -n client.rgw -f >>"$RGW_DIR/rgw.err" 2>&1 &
-	echo $! >"$RGW_DIR/rgw.pidv"
-	_rgw_wait 60 "radosgw listening on 127.0.0.1:$RGW_PORT" rgw \
-		bash -c "exec 3<>/dev/tcp/127.0.0.1/$RGW_PORT" || return 1
-
+	_rgw_gw_start || return 1
 	RGW_ENDPOINT=http://127.0.0.1:$RGW_PORT
 	RGW_BUCKET=lazyroot
 	RGW_ACCESS_KEY=LAZYROOTTESTKEY00001

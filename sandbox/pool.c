@@ -77,6 +77,20 @@ static int pool_size(void)
 	return n;
 }
 
+/* A slot's lock file has mtime 0 while a launcher uses the slot, and keeps
+ * it when that launcher dies: the next taker then starts the slot over. */
+static int mark_in_use(int lock_fd)
+{
+	return futimens(lock_fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0 ? -errno : 0;
+}
+
+static bool left_in_use(int lock_fd)
+{
+	struct stat st;
+
+	return fstat(lock_fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0;
+}
+
 static int open_pool_dir(bool create)
 {
 	int fd = open(pool_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -145,7 +159,6 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 		return log_errno(dfd, "pool: directory '%s'", pool_dir());
 	for (int i = 0; i < n; i++) {
 		char lock[32], ns[32];
-		struct stat st;
 		int fd, r;
 
 		snprintf(lock, sizeof(lock), "net.%d.lock", i);
@@ -157,7 +170,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 			return log_errno(fd, "pool: '%s/%s'", pool_dir(), lock);
 		s->lock_fd = fd;
 		s->index = i;
-		if (fstat(fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0) {
+		if (left_in_use(fd)) {
 			/* Its launcher died with it in use: whatever ran in it may be
 			 * alive still, or have left state behind. */
 			char path[PATH_MAX];
@@ -182,8 +195,9 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 			}
 		}
 		/* In use from now on, until released clean. */
-		if (futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0) {
-			r = log_errno(-errno, "pool: '%s/%s'", pool_dir(), lock);
+		r = mark_in_use(fd);
+		if (r < 0) {
+			r = log_errno(r, "pool: '%s/%s'", pool_dir(), lock);
 			netns_slot_release(s);
 			return r;
 		}
@@ -412,7 +426,6 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		char lock[32], name[48], have[4096];
 		struct cgroups_carry carry;
 		bool same, dead, carried;
-		struct stat st;
 		ssize_t len;
 		int fd, r;
 
@@ -444,7 +457,7 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		/* A dead launcher's slot (mtime 0: its sandbox may still be in
 		 * it), or one made under another launcher's cgroup: start over,
 		 * carrying nothing. */
-		dead = fstat(fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0;
+		dead = left_in_use(fd);
 		carried = !dead && same &&
 		          carry_parse(have + want.len, (size_t)len - want.len, &carry);
 		if (dead || !same) {
@@ -469,7 +482,7 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		/* In use from now on (mtime 0), until released.  A carry line
 		 * stays in the file meanwhile but counts only with a release's
 		 * mtime, which the release sets after rewriting the line. */
-		r = futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } }) < 0 ? -errno : 0;
+		r = mark_in_use(fd);
 		if (r == 0) {
 			r = cgroups_make_missing(cg);
 			if (r > 0)
@@ -526,7 +539,7 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 		if (carry_write(s, cg) || ftruncate(s->lock_fd, (off_t)s->paths_len) == 0)
 			futimens(s->lock_fd, NULL);
 		else
-			futimens(s->lock_fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } });
+			mark_in_use(s->lock_fd);
 	} else {
 		for (int i = CG_COUNT - 1; i >= 0; i--) {
 			bool dup = false;
@@ -541,7 +554,7 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 		if (r == 0 && ftruncate(s->lock_fd, (off_t)s->paths_len) == 0)
 			futimens(s->lock_fd, NULL);
 		else
-			futimens(s->lock_fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { 0, 0 } });
+			mark_in_use(s->lock_fd);
 	}
 	cgroups_forget(cg);
 	close(s->lock_fd);

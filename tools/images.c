@@ -2,20 +2,15 @@
  * images.c — the node's shared image mounts, for `lazyroot run IMAGE`, and the
  * image config (env, working directory, user) that a sandbox starts with.
  *
- * One mount per image per node: IMAGES/<index name> (IMAGES is
+ * One mount per (store, image) per node, IMAGES/<index name> (IMAGES is
  * /run/lazyroot/images unless --images or $LAZYROOT_IMAGES says otherwise),
- * made by `lazyroot mount` (read-only, nosuid, nodev, allow_other) on the
- * first run of the image and left for every later run; `lazyroot umount
- * IMAGES/<index name>` ends it (sandboxes still running keep it served until
- * they end).  Naming the mount by the index, not the tag, means a tag moved
- * to a new image gets a new mount while sandboxes of the old one go on.
- *
- * Concurrency: the first runs of an image serialise on an exclusive flock of
- * IMAGES/<index name>.lock around "is it mounted? else mount it", so that
- * two of them mount it once; later runs take the lock only for a stat.  A
- * mount whose daemon died (ENOTCONN) is detached and made again.  The lock
- * file descriptor is close-on-exec and the daemon is a new process image, so
- * the daemon never holds the lock.
+ * made by the node service on the first run that needs it and left for every
+ * later run; the same index from another store gets IMAGES/<index
+ * name>-<store hash>.  `lazyroot umount IMAGES/<index name>` ends it
+ * (sandboxes still running keep it served until they end).  Naming the mount
+ * by the index, not the tag, means a tag moved to a new image gets a new
+ * mount while sandboxes of the old one go on.  The node serialises runs that
+ * race for one image: it answers one request at a time.
  *
  * The mount shows owners exactly as built; each sandbox sees it through its
  * own idmapped mount (sandbox/launch.c, fs/fs.c says how FUSE allows that).
@@ -34,6 +29,7 @@
 #include "image/image.h"
 #include "lib/json.h"
 #include "lib/lib.h"
+#include "node/node.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "tools/tools.h"
@@ -52,100 +48,55 @@ const char *tools_images_dir(const char *opt)
 	return IMAGES_DEFAULT_DIR;
 }
 
-/* 1: a lazyroot mount answers at dir; 0: nothing is mounted there; -ENOTCONN:
- * a lazyroot mount whose daemon is gone. */
-static int mounted(const char *dir)
+int images_mount(const struct images_params *p, const char *ref, char **ret_dir,
+                 char **ret_config)
 {
-	struct statfs sfs;
-	struct stat st;
-	dev_t dev;
-
-	if (fs_find_mount(dir, &dev) < 0)
-		return 0;
-	if (stat(dir, &st) < 0 || statfs(dir, &sfs) < 0)
-		return -ENOTCONN;
-	if (sfs.f_type != FUSE_SUPER_MAGIC || st.st_ino != IMAGE_ROOT_INO || st.st_dev != dev)
-		return -ENOTCONN;
-	return 1;
-}
-
-/* `lazyroot mount HEX DIR --store URL --cache CACHE`, as a new process image
- * of this binary (by its path, not /proc/self/exe, so that the daemon's comm
- * is "lazyroot": `lazyroot umount` checks it before it waits on the pid);
- * returns once the mount answers or the mount failed (its messages are on our
- * stderr). */
-static int spawn_mount(const struct images_params *p, const char *hex, const char *dir)
-{
-	char *argv[] = { "lazyroot", "mount", (char *)hex, (char *)dir, "--store",
-	                 (char *)p->store_url, "--cache", (char *)p->cache_dir, NULL };
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	int status;
-	pid_t pid;
-
-	if (n < 0)
-		return log_errno(-errno, "image %s: readlink /proc/self/exe", hex);
-	self[n] = '\0';
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		return log_errno(-errno, "image %s: fork", hex);
-	if (pid == 0) {
-		execv(self, argv);
-		log_errno(-errno, "image %s: exec '%s'", hex, self);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return log_errno(-errno, "image %s: waiting for the mount", hex);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return -EIO;  /* `lazyroot mount` said why */
-	return 0;
-}
-
-int images_mount(const struct images_params *p, const char *hex, char **ret_dir)
-{
-	_cleanup_free_ char *dir = NULL, *lock = NULL;
-	_cleanup_close_ int lfd = -1;
+	_cleanup_(buf_freep) struct buf req = BUF_INIT;
+	struct tools_node n = {
+		.socket = p->socket,
+		.store_url = p->store_url,
+		.cache_dir = p->cache_dir,
+		.images_dir = p->images_dir,
+	};
+	struct json *reply = NULL;
+	const char *dir, *cfg;
 	int r;
 
-	if (asprintf(&dir, "%s/%s", p->images_dir, hex) < 0 ||
-	    asprintf(&lock, "%s/%s.lock", p->images_dir, hex) < 0) {
-		dir = lock = NULL;
+	if (p->images_dir[0] != '/')
+		return log_error(-EINVAL, "--images '%s': want an absolute path", p->images_dir);
+	r = buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
+	r = r ?: node_json_str(&req, ref);
+	r = r ?: buf_printf(&req, ",\"images\":");
+	r = r ?: node_json_str(&req, p->images_dir);
+	if (p->store_url) {
+		r = r ?: buf_printf(&req, ",\"store\":");
+		r = r ?: node_json_str(&req, p->store_url);
+	}
+	if (p->cache_dir) {
+		r = r ?: buf_printf(&req, ",\"cache\":");
+		r = r ?: node_json_str(&req, p->cache_dir);
+	}
+	r = r ?: buf_printf(&req, "}");
+	r = r ?: buf_append_zero(&req, 1);
+	if (r < 0)
+		return log_errno(r, "image '%s'", ref);
+	r = tools_node_request(&n, (char *)req.data, &reply);
+	if (r < 0)
+		return r;
+	dir = json_get_cstr(reply, "mountpoint");
+	cfg = json_get_cstr(reply, "config");
+	if (!dir || !cfg) {
+		json_free(reply);
+		return log_error(-EBADMSG, "image '%s': the node's answer has no mountpoint", ref);
+	}
+	*ret_dir = strdup(dir);
+	*ret_config = strdup(cfg);
+	json_free(reply);
+	if (!*ret_dir || !*ret_config) {
+		free(*ret_dir);
+		free(*ret_config);
 		return -ENOMEM;
 	}
-	if (dir[0] != '/')
-		return log_error(-EINVAL, "--images '%s': want an absolute path", p->images_dir);
-	r = mounted(dir);
-	if (r == 1)
-		goto done;
-	r = mkdir_p(p->images_dir, 0755);
-	if (r < 0)
-		return log_errno(r, "image %s: creating '%s'", hex, p->images_dir);
-	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lfd < 0)
-		return log_errno(-errno, "image %s: lock '%s'", hex, lock);
-	while (flock(lfd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return log_errno(-errno, "image %s: lock '%s'", hex, lock);
-	/* Under the lock: another run may have mounted it meanwhile. */
-	r = mounted(dir);
-	if (r == 1)
-		goto done;
-	if (r == -ENOTCONN) {
-		log_msg(LOG_WARN, "image %s: the daemon of '%s' is gone; mounting again", hex, dir);
-		if (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-			return log_errno(-errno, "image %s: umount '%s'", hex, dir);
-	}
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return log_errno(-errno, "image %s: mkdir '%s'", hex, dir);
-	r = spawn_mount(p, hex, dir);
-	if (r < 0) {
-		(void)rmdir(dir);
-		return r;
-	}
-done:
-	*ret_dir = TAKE_PTR(dir);
 	return 0;
 }
 

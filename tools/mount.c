@@ -1,22 +1,13 @@
 /*
- * mount.c — `lazyroot mount REF MOUNTPOINT` and `lazyroot umount MOUNTPOINT`.
+ * mount.c — `lazyroot mount REF MOUNTPOINT` and `lazyroot umount MOUNTPOINT`:
+ * clients of the node service (node/node.h), which serves every mount of the
+ * node from one process and starts when none answers.
  *
- * The daemon is an ordered list of steps that fail fast: resolve REF, open
- * the loop, the store and the cache, get the index (from DIR/indexes/<hex>
- * when an earlier mount kept it, else from the store, verified against its
- * name), mount, keep a fetched index in the cache from another thread, then
- * serve until the session ends or a signal asks it to unmount.
- *
- * Readiness, not sleeps: in the background mode the parent forks the daemon
- * with its stderr on a pipe.  The daemon writes its error lines there as they
- * happen; once mounted it writes a single NUL byte and moves its stderr to
- * DIR/daemon.log.  The parent relays what it read, and on the NUL checks that
- * MOUNTPOINT now answers as a lazyroot root (a stat the daemon serves) before
- * it exits 0.  EOF without the NUL means the daemon failed: exit non-zero.
- *
- * The daemon records its pid in DIR/mounts/<major>:<minor> (the mount's
- * device); `lazyroot umount` finds it there, unmounts and waits on a pidfd
- * until the daemon is gone.
+ * `mount` asks the node to mount REF at MOUNTPOINT with the options given
+ * (those not given are the node's) and returns once the mount answers.
+ * `umount` asks the node to end the mount; a lazyroot mount the node does not
+ * know (its server gone, or one of another node) is unmounted here, waiting
+ * for the process recorded in CACHE/mounts/<major>:<minor> to exit.
  */
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,9 +28,11 @@
 #include "cache/cache.h"
 #include "fs/fs.h"
 #include "image/image.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "lib/loop.h"
 #include "store/store.h"
+#include "node/node.h"
 #include "tools/tools.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -53,8 +46,10 @@ static void mount_usage(FILE *f)
 	        "\n"
 	        "Show the image REF (NAME[:TAG] or an index name) read-only at MOUNTPOINT,\n"
 	        "fetching chunks from the store only when they are first read and keeping\n"
-	        "them in the node-local cache.  Returns once the mount answers; the daemon\n"
-	        "then runs in the background until `lazyroot umount MOUNTPOINT`.\n"
+	        "them in the node-local cache.  The node service (`lazyroot node`) serves\n"
+	        "it, started in the background when none answers; returns once the mount\n"
+	        "answers, which lasts until `lazyroot umount MOUNTPOINT` or `node stop`.\n"
+	        "Options not given are the node's settings.\n"
 	        "\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
         "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
@@ -87,278 +82,15 @@ static void mount_usage(FILE *f)
 	        "                     next are fetched ahead of the reader; tuning:\n"
 	        "                     $LAZYROOT_PROFILE_WINDOW chunks ahead, default %d, and\n"
 	        "                     $LAZYROOT_PROFILE_INFLIGHT fetches at once, default %d)\n"
-	        "  -f, --foreground   stay in the foreground\n"
-	        "  --debug            FUSE debug output on stderr (implies -f)\n"
+	        "  --socket PATH      the node's control socket (default: $LAZYROOT_SOCKET,\n"
+	        "                     else %s)\n"
 	        "  -h, --help         this text\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD,
 	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000, FS_CPU_HOLD_MS, FS_PROFILE_WINDOW,
-	        FS_PROFILE_INFLIGHT);
+	        FS_PROFILE_INFLIGHT, NODE_DEFAULT_SOCKET);
 }
 
-struct mount_opts {
-	const char *ref, *mountpoint, *store_url, *cache_dir;
-	const char *record_path;    /* --record-profile, absolute */
-	bool no_profile;
-	uint64_t cache_size;
-	uint64_t cache_memory;
-	uint64_t fetch_timeout_ms;
-	unsigned readahead;
-	bool foreground, debug, suid, dev, allow_other, no_passthrough, no_cpu_latency;
-};
-
-static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
-{
-	snprintf(out, outlen, "%s/mounts/%u:%u", cache_dir, major(dev), minor(dev));
-}
-
-static int write_pid_file(const char *cache_dir, dev_t dev, char *path, size_t pathlen)
-{
-	char dir[PATH_MAX], line[32];
-	int r;
-
-	snprintf(dir, sizeof(dir), "%s/mounts", cache_dir);
-	pid_path(cache_dir, dev, path, pathlen);
-	snprintf(line, sizeof(line), "%d\n", (int)getpid());
-	r = mkdir_p(dir, 0755);
-	if (r == 0)
-		r = write_file_atomic(path, line, strlen(line), 0644);
-	if (r < 0)
-		return log_errno(r, "writing pid file `%s`", path);
-	return 0;
-}
-
-/* ---- the daemon ----------------------------------------------------------- */
-
-struct daemon_state {
-	int sfd;            /* signalfd for SIGTERM, SIGINT, SIGHUP, SIGUSR1 */
-	bool polling;       /* a loop_poll on sfd is pending */
-	bool stop;
-};
-
-static void on_signal(void *ud, int res)
-{
-	struct daemon_state *d = ud;
-	struct signalfd_siginfo si;
-
-	d->polling = false;
-	while (read(d->sfd, &si, sizeof(si)) == sizeof(si))
-		if (si.ssi_signo != SIGUSR1)
-			d->stop = true;
-}
-
-static int arm_signals(struct loop *l, struct daemon_state *d)
-{
-	int r = loop_poll(l, d->sfd, POLLIN, on_signal, d);
-
-	if (r == 0)
-		d->polling = true;
-	return r;
-}
-
-/* After a successful mount: tell the parent (the NUL byte), then move stderr
- * off its pipe so that nobody waits on the daemon's stderr. */
-static void signal_ready(int notify_fd, const char *cache_dir)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	if (notify_fd < 0)
-		return;
-	(void)write_full(notify_fd, "", 1);
-	snprintf(path, sizeof(path), "%s/daemon.log", cache_dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
-		fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		dup2(fd, STDERR_FILENO);
-		close(fd);
-	}
-}
-
-/* Keep a fetched index off the loop's thread: its fsync took longer than the
- * rest of a mount of a million files (~250 ms of ~450 ms), and until it is
- * done the mount only has no cached copy to map next time. */
-static void *keep_index_thread(void *ud)
-{
-	(void)index_map_keep(ud);
-	return NULL;
-}
-
-/* A tuning knob from the environment: 0 (the default) when unset or not a
- * number from 1 to max, with one warning for the latter. */
-static unsigned env_uint(const char *name, uint64_t max)
-{
-	const char *v = getenv(name);
-	uint64_t n;
-
-	if (!v || !*v)
-		return 0;
-	if (parse_uint(v, max, &n) < 0 || n == 0) {
-		log_msg(LOG_WARN, "%s '%s': want 1 to %llu; using the default", name, v,
-		        (unsigned long long)max);
-		return 0;
-	}
-	return (unsigned)n;
-}
-
-/* Mount and serve until the session ends or a signal stops it.  notify_fd:
- * the parent's pipe (stderr is on it too), or -1 in the foreground. */
-static int serve(const struct mount_opts *o, int notify_fd)
-{
-	struct daemon_state d = { .sfd = -1 };
-	struct index_map im = { 0 };
-	struct loop *l = NULL;
-	struct store *s = NULL;
-	struct cache *c = NULL;
-	struct fs *f = NULL;
-	struct image_profile *prof = NULL;
-	uint64_t *pack_offsets = NULL;
-	char hex[HASH_HEX_SIZE], pidfile[PATH_MAX] = "", *mnt = NULL;
-	sigset_t mask;
-	dev_t dev;
-	pthread_t keeper;
-	bool keeping = false;
-	int r;
-
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	mnt = realpath(o->mountpoint, NULL);
-	if (!mnt) {
-		r = log_errno(-errno, "mount '%s'", o->mountpoint);
-		goto out;
-	}
-	r = loop_new(MOUNT_LOOP_ENTRIES, &l);
-	if (r < 0) {
-		log_errno(r, "mount '%s': creating the io_uring loop", mnt);
-		goto out;
-	}
-	r = store_open(tools_store_url(o->store_url), &s);
-	if (r < 0)
-		goto out;
-	store_set_fetch_timeout(s, o->fetch_timeout_ms);
-	r = store_set_loop(s, l);
-	if (r < 0) {
-		log_errno(r, "store '%s': attaching it to the loop", store_url(s));
-		goto out;
-	}
-	r = store_resolve(s, o->ref, hex);
-	if (r < 0)
-		goto out;
-	{
-		struct cache_params cp = {
-			.dir = o->cache_dir,
-			.limit = o->cache_size,
-			.memory_limit = o->cache_memory,
-		};
-
-		r = cache_open(&cp, l, &c);   /* says why it failed */
-		if (r < 0)
-			goto out;
-	}
-	r = load_index(s, o->cache_dir, hex, &im);
-	if (r < 0)
-		goto out;
-	if (!o->no_profile)
-		(void)tools_profile_fetch(s, hex, &prof);
-	r = tools_pack_offsets(s, im.img, hex, &pack_offsets);
-	if (r < 0) {
-		log_errno(r, "mount '%s': the pack of %s", mnt, hex);
-		goto out;
-	}
-	{
-		struct fs_params fp = {
-			.mountpoint = mnt,
-			.image = im.img,
-			.index_hex = hex,
-			.pack_offsets = pack_offsets,
-			.store = s,
-			.cache = c,
-			.loop = l,
-			.allow_other = o->allow_other,
-			.suid = o->suid,
-			.dev = o->dev,
-			.readahead_chunks = o->readahead,
-			.no_passthrough = o->no_passthrough,
-			.no_cpu_latency = o->no_cpu_latency,
-			.debug = o->debug,
-			.record = o->record_path != NULL,
-			.profile = prof,
-			.profile_window = env_uint("LAZYROOT_PROFILE_WINDOW", 4096),
-			.profile_inflight = env_uint("LAZYROOT_PROFILE_INFLIGHT", 256),
-		};
-
-		r = fs_mount(&fp, &f);
-		if (r < 0)
-			goto out;
-	}
-	if (fs_find_mount(mnt, &dev) == 0)
-		(void)write_pid_file(o->cache_dir, dev, pidfile, sizeof(pidfile));
-
-	d.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (d.sfd < 0 || arm_signals(l, &d) < 0) {
-		r = log_errno(d.sfd < 0 ? -errno : -EIO, "mount '%s': watching signals", mnt);
-		goto out;
-	}
-	signal_ready(notify_fd, o->cache_dir);
-	if (index_map_unkept(&im)) {
-		keeping = pthread_create(&keeper, NULL, keep_index_thread, &im) == 0;
-		if (!keeping)
-			(void)index_map_keep(&im);
-	}
-
-	while (!d.stop && !fs_finished(f)) {
-		r = loop_run_once(l, true);
-		if (r < 0 && r != -EINTR) {
-			log_errno(r, "mount '%s': running the loop", mnt);
-			break;
-		}
-		if (!d.polling && !d.stop)
-			(void)arm_signals(l, &d);
-	}
-	r = 0;
-	if (o->record_path) {
-		size_t n;
-		const uint32_t *v = fs_trace(f, &n);
-
-		r = tools_profile_write_trace(o->record_path, hex, v, n);
-	}
-out:
-	fs_free(f);  /* unmounts if a signal ended us */
-	if (*pidfile)
-		unlink(pidfile);
-	if (d.polling) {
-		/* Complete our own pending poll so that the loop can go idle. */
-		kill(getpid(), SIGUSR1);
-		while (d.polling && loop_run_once(l, true) >= 0)
-			;
-	}
-	/* Read-ahead fetches may still be in flight: the cache and the loop
-	 * are freed only once nothing is. */
-	while (l && loop_pending(l) && loop_run_once(l, true) >= 0)
-		;
-	if (d.sfd >= 0)
-		close(d.sfd);
-	if (keeping)
-		pthread_join(keeper, NULL);
-	cache_free(c);
-	store_free(s);
-	loop_free(l);
-	index_map_free(&im);
-	free(pack_offsets);
-	image_profile_free(prof);
-	free(mnt);
-	return r < 0 ? 1 : 0;
-}
-
-/* ---- the parent ------------------------------------------------------------ */
-
-/* Is mountpoint a lazyroot mount that answers?  stat() reaches the daemon. */
+/* Is mountpoint a lazyroot mount that answers?  stat() reaches the node. */
 static int check_mounted(const char *mountpoint)
 {
 	_cleanup_free_ char *mnt = realpath(mountpoint, NULL);
@@ -374,115 +106,11 @@ static int check_mounted(const char *mountpoint)
 	return 0;
 }
 
-static int run_background(const struct mount_opts *o)
-{
-	_cleanup_(buf_freep) struct buf msg = BUF_INIT;
-	int p[2], status, devnull;
-	bool ready = false;
-	pid_t pid;
-
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return log_errno(-errno, "mount: pipe");
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		return log_errno(-errno, "mount: fork");
-	if (pid == 0) {
-		close(p[0]);
-		setsid();
-		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (devnull >= 0) {
-			dup2(devnull, STDIN_FILENO);
-			dup2(devnull, STDOUT_FILENO);
-			close(devnull);
-		}
-		dup2(p[1], STDERR_FILENO);
-		/* Whatever else the caller left open (a pipe it waits on for EOF,
-		 * a lock) must not live on in the daemon. */
-		if (p[1] > 3)
-			syscall(SYS_close_range, 3, p[1] - 1, 0);
-		syscall(SYS_close_range, p[1] + 1, ~0u, 0);
-		if (chdir("/") < 0)
-			_exit(1);
-		_exit(serve(o, p[1]));
-	}
-	close(p[1]);
-	for (;;) {
-		char b[512];
-		ssize_t n = read(p[0], b, sizeof(b));
-		char *nul;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		nul = memchr(b, 0, (size_t)n);
-		if (buf_append(&msg, b, nul ? (size_t)(nul - b) : (size_t)n) < 0)
-			break;
-		if (nul) {
-			ready = true;
-			break;
-		}
-	}
-	close(p[0]);
-	if (msg.len)
-		fwrite(msg.data, 1, msg.len, stderr);
-	if (!ready) {
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		if (!msg.len)
-			log_error(-EIO, "mount '%s': the daemon failed", o->mountpoint);
-		return 1;
-	}
-	return check_mounted(o->mountpoint) < 0 ? 1 : 0;
-}
-
-/* path against the current directory, which the daemon leaves for "/"
- * (lexically: the path need not exist yet).  NULL on ENOMEM. */
-static char *absolute(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *out;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&out, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return out;
-}
-
-/* The store URL with every local member (dir:PATH or a plain path, as
- * store_open reads them; mirrors are comma-separated) made absolute. */
-static char *absolute_store_url(const char *url)
-{
-	_cleanup_free_ char *copy = strdup(url);
-	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	char *save = NULL;
-
-	if (!copy)
-		return NULL;
-	for (char *u = strtok_r(copy, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
-		bool dir = !strncmp(u, "dir:", 4);
-		const char *path = dir ? u + 4 : strstr(u, "://") ? NULL : u;
-		_cleanup_free_ char *abs = path && path[0] && path[0] != '/' ? absolute(path) : NULL;
-
-		if (path && path[0] && path[0] != '/' && !abs)
-			return NULL;
-		if (buf_printf(&b, "%s%s%s", b.len ? "," : "", abs && dir ? "dir:" : "",
-		               abs ? abs : u) < 0)
-			return NULL;
-	}
-	if (buf_append_zero(&b, 1) < 0)
-		return NULL;
-	return (char *)TAKE_PTR(b.data);
-}
-
 int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
-	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_DEBUG,
-	       O_FETCH_TIMEOUT, O_RECORD, O_NOPROFILE };
+	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_FETCH_TIMEOUT,
+	       O_RECORD, O_NOPROFILE, O_SOCKET };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -496,48 +124,40 @@ int cmd_mount(int argc, char **argv)
 		{ "no-allow-other", no_argument, NULL, O_NOALLOW },
 		{ "no-passthrough", no_argument, NULL, O_NOPASSTHROUGH },
 		{ "no-cpu-latency", no_argument, NULL, O_NOCPULATENCY },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "debug", no_argument, NULL, O_DEBUG },
 		{ "record-profile", required_argument, NULL, O_RECORD },
 		{ "no-profile", no_argument, NULL, O_NOPROFILE },
+		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	struct mount_opts o = {
-		.cache_dir = NULL,
-		.cache_size = CACHE_DEFAULT_LIMIT,
-		.cache_memory = CACHE_DEFAULT_MEMORY,
-		.readahead = MOUNT_DEFAULT_READAHEAD,
-		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
-		.allow_other = true,
-		.no_passthrough = getenv("LAZYROOT_PASSTHROUGH") &&
-		                  !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"),
-		.no_cpu_latency = getenv("LAZYROOT_CPU_LATENCY") &&
-		                  !strcmp(getenv("LAZYROOT_CPU_LATENCY"), "off"),
-	};
+	_cleanup_(buf_freep) struct buf req = BUF_INIT, o = BUF_INIT;
 	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
 	_cleanup_free_ char *record_abs = NULL;
+	struct tools_node n = { 0 };
+	const char *store = NULL, *cache = NULL, *endpoint = NULL, *record = NULL;
+	struct json *reply = NULL;
 	struct stat st;
 	uint64_t v;
-	int c;
+	int c, r = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: o.store_url = optarg; break;
+		case O_STORE: store = optarg; break;
 		case O_S3_ENDPOINT:
 			if (tools_s3_endpoint(optarg) < 0)
 				return 2;
+			endpoint = optarg;
 			break;
-		case O_CACHE: o.cache_dir = optarg; break;
+		case O_CACHE: cache = optarg; break;
 		case O_CACHE_SIZE:
-			if (parse_size(optarg, &o.cache_size) < 0 || o.cache_size == 0) {
+			if (parse_size(optarg, &v) < 0 || v == 0) {
 				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
 				return 2;
 			}
 			break;
 		case O_CACHE_MEMORY:
-			if (parse_size(optarg, &o.cache_memory) < 0) {
+			if (parse_size(optarg, &v) < 0) {
 				log_error(-EINVAL, "--cache-memory '%s': not a size", optarg);
 				return 2;
 			}
@@ -547,24 +167,24 @@ int cmd_mount(int argc, char **argv)
 				log_error(-EINVAL, "--readahead '%s': want 0 to 1024 chunks", optarg);
 				return 2;
 			}
-			o.readahead = (unsigned)v;
+			r = r ?: buf_printf(&o, ",\"readahead\":%llu", (unsigned long long)v);
 			break;
 		case O_FETCH_TIMEOUT:
 			if (parse_uint(optarg, 86400, &v) < 0) {
 				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
 				return 2;
 			}
-			o.fetch_timeout_ms = v * 1000;
+			r = r ?: buf_printf(&o, ",\"fetch_timeout_ms\":%llu",
+			                    (unsigned long long)v * 1000);
 			break;
-		case O_SUID: o.suid = true; break;
-		case O_DEV: o.dev = true; break;
-		case O_NOALLOW: o.allow_other = false; break;
-		case O_NOPASSTHROUGH: o.no_passthrough = true; break;
-		case O_NOCPULATENCY: o.no_cpu_latency = true; break;
-		case O_RECORD: o.record_path = optarg; break;
-		case O_NOPROFILE: o.no_profile = true; break;
-		case 'f': o.foreground = true; break;
-		case O_DEBUG: o.debug = o.foreground = true; break;
+		case O_SUID: r = r ?: buf_printf(&o, ",\"suid\":true"); break;
+		case O_DEV: r = r ?: buf_printf(&o, ",\"dev\":true"); break;
+		case O_NOALLOW: r = r ?: buf_printf(&o, ",\"allow_other\":false"); break;
+		case O_NOPASSTHROUGH: r = r ?: buf_printf(&o, ",\"passthrough\":false"); break;
+		case O_NOCPULATENCY: r = r ?: buf_printf(&o, ",\"cpu_latency\":false"); break;
+		case O_RECORD: record = optarg; break;
+		case O_NOPROFILE: r = r ?: buf_printf(&o, ",\"profile\":false"); break;
+		case O_SOCKET: n.socket = optarg; break;
 		case 'h': mount_usage(stdout); return 0;
 		default: mount_usage(stderr); return 2;
 		}
@@ -573,48 +193,79 @@ int cmd_mount(int argc, char **argv)
 		mount_usage(stderr);
 		return 2;
 	}
-	o.ref = argv[optind];
-	o.mountpoint = argv[optind + 1];
-	o.cache_dir = tools_cache_dir(o.cache_dir);
-	if (stat(o.mountpoint, &st) < 0) {
-		log_errno(-errno, "mount '%s'", o.mountpoint);
+	if (getenv("LAZYROOT_PASSTHROUGH") && !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"))
+		r = r ?: buf_printf(&o, ",\"passthrough\":false");
+	if (getenv("LAZYROOT_CPU_LATENCY") && !strcmp(getenv("LAZYROOT_CPU_LATENCY"), "off"))
+		r = r ?: buf_printf(&o, ",\"cpu_latency\":false");
+	if (stat(argv[optind + 1], &st) < 0) {
+		log_errno(-errno, "mount '%s'", argv[optind + 1]);
 		return 1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		log_error(-ENOTDIR, "mount '%s': not a directory", o.mountpoint);
+		log_error(-ENOTDIR, "mount '%s': not a directory", argv[optind + 1]);
 		return 1;
 	}
-	/* The daemon runs from "/": relative paths would then name other places. */
-	mnt_abs = absolute(o.mountpoint);
-	cache_abs = absolute(o.cache_dir);
-	store_abs = absolute_store_url(tools_store_url(o.store_url));
-	if (!mnt_abs || !cache_abs || !store_abs) {
-		log_errno(-ENOMEM, "mount '%s'", o.mountpoint);
+	/* The node runs from "/": relative paths would name other places there. */
+	if (!store && getenv("LAZYROOT_STORE") && *getenv("LAZYROOT_STORE"))
+		store = getenv("LAZYROOT_STORE");
+	if (!cache && getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))
+		cache = getenv("LAZYROOT_CACHE");
+	mnt_abs = tools_absolute(argv[optind + 1]);
+	cache_abs = cache ? tools_absolute(cache) : NULL;
+	store_abs = store ? tools_absolute_store_url(store) : NULL;
+	if (!mnt_abs || (cache && !cache_abs) || (store && !store_abs)) {
+		log_errno(-ENOMEM, "mount '%s'", argv[optind + 1]);
 		return 1;
 	}
-	o.mountpoint = mnt_abs;
-	o.cache_dir = cache_abs;
-	o.store_url = store_abs;
-	if (o.record_path) {
+	if (record) {
 		_cleanup_free_ char *dir = NULL;
 
-		record_abs = absolute(o.record_path);
+		record_abs = tools_absolute(record);
 		dir = record_abs ? strdup(record_abs) : NULL;
 		if (!dir) {
-			log_errno(-ENOMEM, "--record-profile '%s'", o.record_path);
+			log_errno(-ENOMEM, "--record-profile '%s'", record);
 			return 1;
 		}
 		/* fail now, not when the mount ends and the trace is lost */
 		if (access(dirname(dir), W_OK) < 0) {
 			log_errno(-errno, "--record-profile '%s': its directory is not writable",
-			          o.record_path);
+			          record);
 			return 1;
 		}
-		o.record_path = record_abs;
+		r = r ?: buf_printf(&o, ",\"record\":");
+		r = r ?: node_json_str(&o, record_abs);
 	}
-	if (o.foreground)
-		return serve(&o, -1);
-	return run_background(&o);
+	n.store_url = store_abs;
+	n.cache_dir = cache_abs;
+	r = r ?: buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
+	r = r ?: node_json_str(&req, argv[optind]);
+	r = r ?: buf_printf(&req, ",\"mountpoint\":");
+	r = r ?: node_json_str(&req, mnt_abs);
+	if (store_abs) {
+		r = r ?: buf_printf(&req, ",\"store\":");
+		r = r ?: node_json_str(&req, store_abs);
+	}
+	if (cache_abs) {
+		r = r ?: buf_printf(&req, ",\"cache\":");
+		r = r ?: node_json_str(&req, cache_abs);
+	}
+	if (endpoint) {
+		r = r ?: buf_printf(&req, ",\"s3_endpoint\":");
+		r = r ?: node_json_str(&req, endpoint);
+	}
+	if (o.len)
+		r = r ?: buf_append_zero(&o, 1);
+	r = r ?: buf_printf(&req, ",\"options\":{%s}}", o.len ? (char *)o.data + 1 : "");
+	r = r ?: buf_append_zero(&req, 1);
+	if (r < 0) {
+		log_errno(r, "mount '%s'", argv[optind + 1]);
+		return 1;
+	}
+	r = tools_node_request(&n, (char *)req.data, &reply);
+	json_free(reply);
+	if (r < 0)
+		return 1;
+	return check_mounted(mnt_abs) < 0 ? 1 : 0;
 }
 
 /* ---- umount ------------------------------------------------------------------ */
@@ -622,13 +273,17 @@ int cmd_mount(int argc, char **argv)
 static void umount_usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: lazyroot umount MOUNTPOINT [--cache DIR]\n"
+	        "usage: lazyroot umount MOUNTPOINT [--cache DIR] [--socket PATH]\n"
 	        "\n"
-	        "Unmount a lazyroot mount and wait until its daemon has exited.\n"
+	        "Unmount a lazyroot mount: the node service ends it; a mount the node does\n"
+	        "not serve is unmounted here, and its daemon waited for.\n"
 	        "\n"
-	        "  --cache DIR   the cache directory the mount was made with (default: $LAZYROOT_CACHE,\n                else %s)\n"
+	        "  --cache DIR   the cache directory of a mount the node does not serve\n"
+	        "                (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --socket PATH the node's control socket (default: $LAZYROOT_SOCKET, else\n"
+	        "                %s)\n"
 	        "  -h, --help    this text\n",
-	        CACHE_DEFAULT_DIR);
+	        CACHE_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
 }
 
 /* The absolute path of mountpoint without asking the mounted filesystem
@@ -652,6 +307,11 @@ static int canonical_mountpoint(const char *mountpoint, char *out, size_t outlen
 	if (snprintf(out, outlen, "%s/%s", strcmp(parent, "/") ? parent : "", base) >= (int)outlen)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/mounts/%u:%u", cache_dir, major(dev), minor(dev));
 }
 
 /* A pidfd for the daemon recorded for dev, or -1 when none is running. */
@@ -710,13 +370,16 @@ static int unmount_path(const char *mnt)
 
 int cmd_umount(int argc, char **argv)
 {
-	enum { O_CACHE = 256 };
+	enum { O_CACHE = 256, O_SOCKET };
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, O_CACHE },
+		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *cache_dir = NULL;
+	_cleanup_(buf_freep) struct buf req = BUF_INIT;
+	const char *cache_dir = NULL, *socket = NULL;
+	struct json *reply = NULL;
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
 	dev_t dev;
@@ -726,6 +389,7 @@ int cmd_umount(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_CACHE: cache_dir = optarg; break;
+		case O_SOCKET: socket = optarg; break;
 		case 'h': umount_usage(stdout); return 0;
 		default: umount_usage(stderr); return 2;
 		}
@@ -744,6 +408,24 @@ int cmd_umount(int argc, char **argv)
 		log_error(-EINVAL, "umount '%s': not a lazyroot mount", argv[optind]);
 		return 1;
 	}
+	if (buf_printf(&req, "{\"verb\":\"umount\",\"mountpoint\":") == 0 &&
+	    node_json_str(&req, mnt) == 0 && buf_printf(&req, "}") == 0 &&
+	    buf_append_zero(&req, 1) == 0 &&
+	    node_call(node_socket_path(socket), (char *)req.data, &reply) == 0) {
+		bool ok = false, unknown = false;
+
+		(void)json_bool(json_get(reply, "ok"), &ok);
+		(void)json_bool(json_get(reply, "unknown"), &unknown);
+		if (ok || !unknown) {
+			if (!ok)
+				log_error(-EIO, "%s", json_get_cstr(reply, "error") ?
+				          json_get_cstr(reply, "error") : "umount failed");
+			json_free(reply);
+			return ok ? 0 : 1;
+		}
+		json_free(reply);
+	}
+	/* Not the node's: a mount whose server is gone, or of another node. */
 	pidfd = daemon_pidfd(cache_dir, dev);
 	if (unmount_path(mnt) < 0)
 		return 1;

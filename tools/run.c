@@ -16,6 +16,7 @@
 #include "lib/lib.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "node/node.h"
 #include "tools/tools.h"
 
 #define RUN_FAILED 125   /* the launcher itself failed: bad option, setup error */
@@ -31,9 +32,12 @@ static void usage(FILE *f)
 	        "output through and exit with its status (128 + N when signal N ended it).\n"
 	        "Nothing of the sandbox is left afterwards.  Needs root.\n"
 	        "\n"
-	        "IMAGE is mounted once per node, at IMAGES/<index name>, by the first run\n"
-	        "that needs it, and stays mounted for later runs until `lazyroot umount\n"
-	        "IMAGES/<index name>`.  Its config's env, working directory and user apply\n"
+	        "IMAGE is mounted once per node and store by the node service (`lazyroot\n"
+	        "node`, started in the background when none answers), at IMAGES/<index\n"
+	        "name>, by the first run that needs it, and stays mounted for later runs\n"
+	        "until `lazyroot umount IMAGES/<index name>`.  The same index from another\n"
+	        "store is another mount, IMAGES/<index name>-<store hash>.\n"
+	        "Its config's env, working directory and user apply\n"
 	        "unless the policy file or the options below set them.\n"
 	        "Every limit has a default; sandbox/POLICY.md documents each field.\n"
 	        "\n"
@@ -43,6 +47,8 @@ static void usage(FILE *f)
 	        "                       $LAZYROOT_CACHE, else %s)\n"
 	        "  --images DIR         where the node's image mounts live (default:\n"
 	        "                       $LAZYROOT_IMAGES, else %s)\n"
+	        "  --socket PATH        the node's control socket (default: $LAZYROOT_SOCKET,\n"
+	        "                       else %s)\n"
 	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
 	        "  --policy FILE        policy file (key = value lines); the options below\n"
 	        "                       override its fields whatever their order\n"
@@ -70,7 +76,7 @@ static void usage(FILE *f)
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
 	        "not found, 125 when the launcher fails (the message says why).\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, IMAGES_DEFAULT_DIR);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, IMAGES_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
 }
 
 struct setting {
@@ -103,53 +109,24 @@ static int apply_settings(struct sandbox *sb, const char *policy, const struct s
 	return r;
 }
 
-/* The sandbox for IMAGE: resolved, its index mapped, mounted on this node;
- * then its config, the policy file and the options. */
+/* The sandbox for IMAGE: mounted on this node by the node service; then its
+ * config, the policy file and the options. */
 static int image_sandbox(const char *ref, const struct images_params *ip, const char *policy,
                          const struct setting *set, size_t nset, struct sandbox **ret)
 {
-	struct index_map im = { 0 };
-	struct store *s = NULL;
 	struct sandbox *sb = NULL;
-	_cleanup_free_ char *dir = NULL;
-	char hex[HASH_HEX_SIZE];
-	const char *cfg;
-	size_t cfglen;
+	_cleanup_free_ char *dir = NULL, *cfg = NULL;
 	int r;
 
-	/* An index name whose index this node keeps needs no store here: opening
-	 * an http(s) store (libcurl and TLS initialisation) cost more CPU than
-	 * the rest of a warm run (bench/RESULTS.md).  A tag always asks the
-	 * store, as tags move. */
-	r = -ENOENT;
-	if (strlen(ref) == 32 && strspn(ref, "0123456789abcdef") == 32) {
-		memcpy(hex, ref, sizeof(hex));
-		r = load_index(NULL, ip->cache_dir, hex, &im);
-	}
-	if (r < 0) {
-		r = store_open(ip->store_url, &s);
-		if (r == 0)
-			r = store_resolve(s, ref, hex);
-		/* Before the mount: its daemon then maps the index we keep. */
-		if (r == 0)
-			r = load_index(s, ip->cache_dir, hex, &im);
-		if (r == 0)
-			r = index_map_keep(&im);
-	}
-	if (r == 0)
-		r = images_mount(ip, hex, &dir);
+	r = images_mount(ip, ref, &dir, &cfg);
 	if (r == 0)
 		r = sandbox_new(&sb);
-	if (r == 0) {
-		image_config(im.img, &cfg, &cfglen);
-		r = images_apply_config(sb, dir, ref, cfg, cfglen);
-	}
+	if (r == 0)
+		r = images_apply_config(sb, dir, ref, cfg, strlen(cfg));
 	if (r == 0)
 		r = apply_settings(sb, policy, set, nset);
 	if (r == 0)
 		r = sandbox_set(sb, "rootfs", dir);
-	index_map_free(&im);
-	store_free(s);
 	if (r < 0) {
 		sandbox_free(sb);
 		return r;
@@ -162,7 +139,7 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_SOCKET };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -186,6 +163,7 @@ int cmd_run(int argc, char **argv)
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
+		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -198,7 +176,7 @@ int cmd_run(int argc, char **argv)
 		[O_STAGE - 256] = "stage",
 	};
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
-	_cleanup_free_ char *images_abs = NULL;
+	_cleanup_free_ char *images_abs = NULL, *store_abs = NULL, *cache_abs = NULL;
 	struct images_params ip = { 0 };
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
@@ -227,6 +205,7 @@ int cmd_run(int argc, char **argv)
 		case O_STORE: ip.store_url = optarg; break;
 		case O_CACHE: ip.cache_dir = optarg; break;
 		case O_IMAGES: images_opt = optarg; break;
+		case O_SOCKET: ip.socket = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');
 
@@ -264,17 +243,17 @@ int cmd_run(int argc, char **argv)
 	if (r == 0 && image) {
 		sandbox_free(sb);
 		sb = NULL;
-		ip.store_url = tools_store_url(ip.store_url);
-		ip.cache_dir = tools_cache_dir(ip.cache_dir);
+		/* only what the command names: the node's own settings otherwise */
+		if (!ip.store_url && getenv("LAZYROOT_STORE") && *getenv("LAZYROOT_STORE"))
+			ip.store_url = getenv("LAZYROOT_STORE");
+		if (!ip.cache_dir && getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))
+			ip.cache_dir = getenv("LAZYROOT_CACHE");
+		store_abs = ip.store_url ? tools_absolute_store_url(ip.store_url) : NULL;
+		cache_abs = ip.cache_dir ? tools_absolute(ip.cache_dir) : NULL;
+		ip.store_url = store_abs;
+		ip.cache_dir = cache_abs;
 		images_opt = tools_images_dir(images_opt);
-		if (images_opt[0] == '/') {
-			images_abs = strdup(images_opt);
-		} else {
-			_cleanup_free_ char *cwd = getcwd(NULL, 0);
-
-			if (!cwd || asprintf(&images_abs, "%s/%s", cwd, images_opt) < 0)
-				images_abs = NULL;
-		}
+		images_abs = tools_absolute(images_opt);
 		if (!images_abs) {
 			log_errno(-ENOMEM, "--images '%s'", images_opt);
 			sandbox_free(sb);

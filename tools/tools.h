@@ -15,6 +15,7 @@ int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_node(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {
@@ -114,15 +115,20 @@ const char *tools_images_dir(const char *opt);
 
 struct images_params {
 	const char *images_dir;   /* absolute */
+	const char *socket;       /* the node's; NULL: the default */
+	/* absolute; NULL: the node's own (a node started now gets these) */
 	const char *store_url;
 	const char *cache_dir;
 };
 
-/* The directory where the image named hex (an index name) is mounted on this
- * node, IMAGES/<hex>: mounted by `lazyroot mount` with p's store and cache
- * unless already there, once however many callers race.  *ret_dir is the
- * caller's to free.  Logs its errors; on failure nothing is left mounted. */
-int images_mount(const struct images_params *p, const char *hex, char **ret_dir);
+/* Ask the node for the mount of image ref (a tag or an index name) from p's
+ * store: the directory where it is mounted (IMAGES/<hex>, or
+ * IMAGES/<hex>-<store hash> for the same index from another store), mounted
+ * unless already there, once however many callers race, and the image
+ * config JSON ("" when none).  Both are the caller's to free.  Logs its
+ * errors. */
+int images_mount(const struct images_params *p, const char *ref, char **ret_dir,
+                 char **ret_config);
 
 /* Apply the image config JSON (OCI: config.Env, config.WorkingDir,
  * config.User) to sb, as policy settings that later ones override.  root is
@@ -138,6 +144,23 @@ int images_apply_config(struct sandbox *sb, const char *root, const char *ref, c
  * of the wrong size (one warning line).  Fails only for -ENOMEM. */
 int tools_pack_offsets(struct store *s, const struct image *img, const char *hex,
                        uint64_t **ret);
+
+/* ---- speaking to the node service (node.c) --------------------------------- */
+
+/* What a client knows of the node it speaks to: its socket (NULL: the
+ * default), and the settings a node it starts gets (NULL: the node's own). */
+struct tools_node {
+	const char *socket;
+	const char *store_url, *cache_dir, *images_dir;   /* absolute */
+};
+struct json;
+/* node_request() (node/node.h) through n's socket, starting a node with n's
+ * settings when none answers.  Logs its errors. */
+int tools_node_request(const struct tools_node *n, const char *request, struct json **ret);
+/* path made absolute against the current directory (lexically); NULL: ENOMEM. */
+char *tools_absolute(const char *path);
+/* The store URL with every local member made absolute; NULL: ENOMEM. */
+char *tools_absolute_store_url(const char *url);
 
 /* Print s (len bytes) as a JSON string literal. */
 void tools_json_string(FILE *f, const char *s, size_t len);

@@ -7,7 +7,9 @@
 #   need_root                exit 77 (skip) unless running as root
 #   need_cmd CMD...          exit 77 (skip) when a command is missing
 #   cleanup_add CMD...       run CMD at exit, even on failure; last added runs first
-#   workdir                  make $WORK, a fresh directory under $TMPDIR removed at exit
+#   workdir                  make $WORK, a fresh directory under $TMPDIR removed at exit, and
+#                            point LAZYROOT_SOCKET at $WORK/node.sock (the test's own node
+#                            service, stopped at exit)
 #   log MSG / fail MSG       a message on stderr; fail also exits 1
 #   check CMD...             run CMD, print "ok - CMD" or "FAIL - CMD"; the test fails at exit
 #   check_not CMD...         the same, but CMD must fail
@@ -82,10 +84,19 @@ trap _run_cleanups EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The test's own node service (started by its first mount or run): its socket under $WORK, so
+# that tests stay apart; stopped at exit, which unmounts what it serves.
+_node_stop() {
+	[ -S "$1" ] || return 0
+	timeout 60 "$LAZYROOT" node stop --socket "$1" >/dev/null 2>&1 || true
+}
+
 workdir() {
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-$TEST_NAME.XXXXXX")
 	# --one-file-system: a mount left inside by a failed test is not descended into.
 	cleanup_add rm -rf --one-file-system "$WORK"
+	export LAZYROOT_SOCKET=$WORK/node.sock
+	cleanup_add _node_stop "$WORK/node.sock"
 }
 
 _check_result() {

@@ -1,0 +1,456 @@
+/*
+ * holder.c — the process `lazyroot node` starts: it holds what must outlive
+ * a worker and starts workers.
+ *
+ * It owns the control socket's listening descriptor (clients that connect
+ * while no worker runs wait in its backlog), an flock beside the socket (one
+ * node per socket), and per mount a record (JSON, from the worker) with the
+ * mount's /dev/fuse descriptor and state file.  While it holds a connection's
+ * descriptor the kernel keeps the mount alive; requests wait in the kernel for
+ * the next worker, which adopts the connection.
+ *
+ * It does nothing else, so that it almost never fails: no cache, no store, no
+ * FUSE request ever reaches it; its loop is poll(2) on the worker's channel
+ * and a signalfd.  A worker that dies is started again at once; one that dies
+ * within NODE_FAST_EXIT_MS of its start counts as a crash in a row, and from
+ * the NODE_FREE_RESTARTS-th such crash on the restarts wait, doubling from
+ * NODE_BACKOFF_MIN_MS to NODE_BACKOFF_MAX_MS, so that a crash loop does not
+ * spin.  The first worker failing before it serves ends the node: that is a
+ * start-up error (a bad cache directory), and the client that started the
+ * node has seen why.
+ *
+ * Signals: SIGTERM and SIGINT stop the node (the worker unmounts everything);
+ * SIGHUP starts a new worker of the same binary (a reload).
+ */
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "lib/json.h"
+#include "lib/lib.h"
+#include "node/node-internal.h"
+#include "node/takeover.h"
+
+#define NODE_FAST_EXIT_MS 1000
+#define NODE_FREE_RESTARTS 3
+#define NODE_BACKOFF_MIN_MS 50
+#define NODE_BACKOFF_MAX_MS 5000
+
+struct record {
+	char *mountpoint;
+	char *json;
+	int fds[NODE_MSG_FDS];    /* the /dev/fuse descriptor, the state file */
+};
+
+struct holder {
+	const struct node_config *cfg;
+	char **args;
+	int nargs;
+	const char *log_path;
+	int listen_fd, sfd, chan;
+	pid_t worker;
+	char self[PATH_MAX];
+	char *next_binary;        /* the binary of the next worker (upgrade), or NULL */
+	struct record *recs;
+	size_t nrecs;
+	unsigned takeovers, fast_exits;
+	uint64_t started_ns, worker_started_ns, restart_at_ns;
+	bool ever_ready, stopping, upgrading, restart_pending;
+};
+
+static void record_free(struct record *rec)
+{
+	for (int i = 0; i < NODE_MSG_FDS; i++)
+		if (rec->fds[i] >= 0)
+			close(rec->fds[i]);
+	free(rec->mountpoint);
+	free(rec->json);
+}
+
+static struct record *record_find(struct holder *h, const char *mountpoint)
+{
+	for (size_t i = 0; i < h->nrecs; i++)
+		if (!strcmp(h->recs[i].mountpoint, mountpoint))
+			return &h->recs[i];
+	return NULL;
+}
+
+static void record_del(struct holder *h, const char *mountpoint)
+{
+	struct record *rec = record_find(h, mountpoint);
+
+	if (!rec)
+		return;
+	record_free(rec);
+	*rec = h->recs[--h->nrecs];
+}
+
+/* Take the worker's record of a new mount (and its descriptors: fds). */
+static int record_add(struct holder *h, const struct buf *b, int fds[NODE_MSG_FDS])
+{
+	struct json *j = NULL;
+	const char *mnt;
+	struct record *v;
+	int r = json_parse(b->data, b->len, &j, NULL);
+
+	mnt = r == 0 ? json_get_cstr(j, "mountpoint") : NULL;
+	if (!mnt) {
+		json_free(j);
+		return log_error(-EBADMSG, "node: a mount record without a mountpoint");
+	}
+	record_del(h, mnt);   /* a mountpoint is one mount */
+	v = realloc(h->recs, (h->nrecs + 1) * sizeof(*v));
+	if (!v) {
+		json_free(j);
+		return -ENOMEM;
+	}
+	h->recs = v;
+	v = &h->recs[h->nrecs];
+	v->mountpoint = strdup(mnt);
+	v->json = strdup((const char *)b->data);
+	json_free(j);
+	if (!v->mountpoint || !v->json) {
+		free(v->mountpoint);
+		free(v->json);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < NODE_MSG_FDS; i++) {
+		v->fds[i] = fds[i];
+		fds[i] = -1;
+	}
+	h->nrecs++;
+	return 0;
+}
+
+/* ---- the worker ------------------------------------------------------------ */
+
+static void worker_exec(struct holder *h, const char *binary, int chan)
+{
+	char *argv[256] = { (char *)binary, "node", "--worker" };
+	int k = 3, c, l;
+	sigset_t all;
+
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	for (int i = 0; i < h->nargs && k < 254; i++)
+		argv[k++] = h->args[i];
+	argv[k] = NULL;
+	/* Move both out of the way first: either may sit on 3 or 4. */
+	c = fcntl(chan, F_DUPFD_CLOEXEC, 10);
+	l = fcntl(h->listen_fd, F_DUPFD_CLOEXEC, 10);
+	if (c < 0 || l < 0 || dup2(c, NODE_WORKER_CHAN_FD) < 0 ||
+	    dup2(l, NODE_WORKER_LISTEN_FD) < 0)
+		_exit(127);
+	syscall(SYS_close_range, NODE_WORKER_LISTEN_FD + 1, ~0u, 0);
+	execv(binary, argv);
+	log_errno(-errno, "node: exec '%s'", binary);
+	_exit(127);
+}
+
+static int worker_start(struct holder *h)
+{
+	const char *binary = h->next_binary ? h->next_binary : h->self;
+	char hello[256];
+	int sv[2], r;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return log_errno(-errno, "node: socketpair");
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return log_errno(-errno, "node: fork");
+	}
+	if (pid == 0)
+		worker_exec(h, binary, sv[1]);
+	close(sv[1]);
+	h->chan = sv[0];
+	h->worker = pid;
+	h->worker_started_ns = now_ns();
+	if (h->ever_ready)
+		h->takeovers++;
+	snprintf(hello, sizeof(hello),
+	         "{\"holder_pid\":%d,\"takeovers\":%u,\"uptime_ms\":%llu}", (int)getpid(),
+	         h->takeovers, (unsigned long long)((now_ns() - h->started_ns) / 1000000));
+	r = node_msg_send(h->chan, NODE_MSG_HELLO, hello, strlen(hello), NULL, 0);
+	for (size_t i = 0; r == 0 && i < h->nrecs; i++)
+		r = node_msg_send(h->chan, NODE_MSG_RECORD, h->recs[i].json,
+		                  strlen(h->recs[i].json), h->recs[i].fds, NODE_MSG_FDS);
+	if (r == 0)
+		r = node_msg_send(h->chan, NODE_MSG_END, "{}", 2, NULL, 0);
+	if (r < 0)
+		log_errno(r, "node: handing the mounts to worker %d", (int)pid);
+	/* A worker that never read them dies; its exit restarts the next. */
+	return 0;
+}
+
+/* The first worker serves: tell the client that started us, and move our
+ * stderr (its pipe) to the log. */
+static void signal_ready(struct holder *h)
+{
+	int fd;
+
+	if (h->ever_ready)
+		return;
+	h->ever_ready = true;
+	if (!h->log_path)
+		return;
+	(void)write_full(STDERR_FILENO, "", 1);
+	fd = open(h->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+}
+
+static void on_message(struct holder *h)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	int fds[NODE_MSG_FDS];
+	uint32_t type;
+	struct json *j = NULL;
+	int r = node_msg_recv(h->chan, &type, &b, fds);
+
+	if (r <= 0) {
+		/* EOF: the worker is exiting (its SIGCHLD follows) */
+		if (r < 0)
+			log_errno(r, "node: reading worker %d", (int)h->worker);
+		close(h->chan);
+		h->chan = -1;
+		return;
+	}
+	switch (type) {
+	case NODE_MSG_READY:
+		h->fast_exits = 0;
+		signal_ready(h);
+		break;
+	case NODE_MSG_ADD:
+		r = record_add(h, &b, fds);
+		if (r < 0)
+			log_errno(r, "node: keeping a mount record");
+		break;
+	case NODE_MSG_DEL:
+		if (json_parse(b.data, b.len, &j, NULL) == 0 && json_get_cstr(j, "mountpoint"))
+			record_del(h, json_get_cstr(j, "mountpoint"));
+		break;
+	case NODE_MSG_UPGRADE:
+		if (json_parse(b.data, b.len, &j, NULL) == 0 && json_get_cstr(j, "binary")) {
+			free(h->next_binary);
+			h->next_binary = strdup(json_get_cstr(j, "binary"));
+			h->upgrading = true;
+			(void)node_msg_send(h->chan, NODE_MSG_LEAVE, "{}", 2, NULL, 0);
+		}
+		break;
+	case NODE_MSG_STOP:
+		h->stopping = true;
+		break;
+	default:
+		log_msg(LOG_WARN, "node: unknown message %u from the worker", type);
+	}
+	json_free(j);
+	for (int i = 0; i < NODE_MSG_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* Mounts nobody will serve again: end them so that readers get an error
+ * instead of waiting. */
+static void abort_all(struct holder *h)
+{
+	while (h->nrecs) {
+		(void)node_abort_mount(h->recs[h->nrecs - 1].mountpoint);
+		record_free(&h->recs[--h->nrecs]);
+	}
+}
+
+/* The worker exited: start the next one (now, or after the backoff). */
+static void on_worker_exit(struct holder *h, int status)
+{
+	uint64_t lived_ms = (now_ns() - h->worker_started_ns) / 1000000;
+
+	h->worker = 0;
+	if (h->chan >= 0) {
+		close(h->chan);
+		h->chan = -1;
+	}
+	if (h->stopping)
+		return;
+	if (h->upgrading) {
+		h->upgrading = false;
+	} else {
+		if (WIFSIGNALED(status))
+			log_msg(LOG_WARN, "node: worker killed by signal %d; starting another",
+			        WTERMSIG(status));
+		else
+			log_msg(LOG_WARN, "node: worker exited with status %d; starting another",
+			        WEXITSTATUS(status));
+		if (h->next_binary && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+			log_msg(LOG_WARN, "node: '%s' did not start; back to '%s'", h->next_binary,
+			        h->self);
+			free(h->next_binary);
+			h->next_binary = NULL;
+		}
+		h->fast_exits = lived_ms < NODE_FAST_EXIT_MS ? h->fast_exits + 1 : 0;
+	}
+	h->restart_pending = true;
+	h->restart_at_ns = now_ns();
+	if (h->fast_exits >= NODE_FREE_RESTARTS) {
+		unsigned shift = MIN(h->fast_exits - NODE_FREE_RESTARTS, 16u);
+		uint64_t ms = MIN((uint64_t)NODE_BACKOFF_MIN_MS << shift, NODE_BACKOFF_MAX_MS);
+
+		h->restart_at_ns += ms * 1000000;
+	}
+}
+
+/* ---- the socket ------------------------------------------------------------ */
+
+static int listen_on(const char *path, int *ret_lock)
+{
+	_cleanup_free_ char *dir = strdup(path), *lock = NULL;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	_cleanup_close_ int lfd = -1, fd = -1;
+	int r;
+
+	if (!dir || asprintf(&lock, "%s.lock", path) < 0)
+		return -ENOMEM;
+	if (strlen(path) >= sizeof(a.sun_path))
+		return log_error(-ENAMETOOLONG, "--socket '%s': too long for a socket path", path);
+	strcpy(a.sun_path, path);
+	r = mkdir_p(dirname(dir), 0755);
+	if (r < 0)
+		return log_errno(r, "--socket '%s': creating its directory", path);
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lfd < 0)
+		return log_errno(-errno, "--socket '%s': lock '%s'", path, lock);
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0)
+		return log_error(-EBUSY, "--socket '%s': another node serves it", path);
+	/* Under the lock, a socket file left there is a dead node's. */
+	(void)unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return log_errno(-errno, "--socket '%s'", path);
+	/* 0600: only root (the node's user) may connect; SO_PEERCRED checks again */
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || chmod(path, 0600) < 0 ||
+	    listen(fd, 512) < 0)
+		return log_errno(-errno, "--socket '%s'", path);
+	*ret_lock = TAKE_FD(lfd);
+	return TAKE_FD(fd);
+}
+
+int node_holder_main(const struct node_config *cfg, char **args, int nargs)
+{
+	struct holder h = { .cfg = cfg, .args = args, .nargs = nargs, .listen_fd = -1,
+	                    .sfd = -1, .chan = -1, .started_ns = now_ns() };
+	_cleanup_close_ int lock_fd = -1;
+	ssize_t n = readlink("/proc/self/exe", h.self, sizeof(h.self) - 1);
+	sigset_t mask;
+	int status = 1;
+
+	if (n < 0)
+		return log_errno(-errno, "node: readlink /proc/self/exe"), 1;
+	h.self[n] = 0;
+	for (int i = 0; i + 1 < nargs; i++)
+		if (!strcmp(args[i], "--log"))
+			h.log_path = args[i + 1];
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	h.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (h.sfd < 0)
+		return log_errno(-errno, "node: signalfd"), 1;
+	h.listen_fd = listen_on(cfg->socket_path, &lock_fd);
+	if (h.listen_fd < 0)
+		goto out;
+	if (worker_start(&h) < 0)
+		goto out;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = h.sfd, .events = POLLIN },
+		                       { .fd = h.chan, .events = POLLIN } };
+		int timeout = -1, k;
+
+		if (h.restart_pending) {
+			uint64_t now = now_ns();
+
+			if (now >= h.restart_at_ns) {
+				h.restart_pending = false;
+				(void)worker_start(&h);
+				continue;
+			}
+			timeout = (int)((h.restart_at_ns - now) / 1000000) + 1;
+		}
+		k = poll(p, h.chan >= 0 ? 2 : 1, timeout);
+		if (k < 0 && errno != EINTR) {
+			log_errno(-errno, "node: poll");
+			break;
+		}
+		if (k > 0 && h.chan >= 0 && p[1].revents)
+			on_message(&h);
+		if (k > 0 && p[0].revents) {
+			struct signalfd_siginfo si;
+
+			while (read(h.sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+					h.stopping = true;
+					if (h.chan >= 0)
+						(void)node_msg_send(h.chan, NODE_MSG_STOP, "{}", 2, NULL, 0);
+				} else if (si.ssi_signo == SIGHUP && h.chan >= 0 && !h.upgrading) {
+					h.upgrading = true;
+					(void)node_msg_send(h.chan, NODE_MSG_LEAVE, "{}", 2, NULL, 0);
+				}
+			}
+			for (;;) {
+				int st;
+				pid_t pid = waitpid(-1, &st, WNOHANG);
+
+				if (pid <= 0)
+					break;
+				if (pid != h.worker)
+					continue;
+				if (!h.ever_ready) {
+					/* start-up failed: the worker said why on our stderr */
+					status = 1;
+					goto out;
+				}
+				on_worker_exit(&h, st);
+			}
+		}
+		if (h.stopping && !h.worker) {
+			status = 0;
+			break;
+		}
+	}
+out:
+	abort_all(&h);
+	if (h.worker > 0) {
+		kill(h.worker, SIGKILL);
+		while (waitpid(h.worker, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (h.listen_fd >= 0) {
+		(void)unlink(cfg->socket_path);
+		close(h.listen_fd);
+	}
+	if (h.chan >= 0)
+		close(h.chan);
+	close(h.sfd);
+	free(h.recs);
+	free(h.next_binary);
+	return status;
+}

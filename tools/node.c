@@ -1,0 +1,420 @@
+/*
+ * node.c — `lazyroot node` (the node service, in the foreground), `node
+ * status`, `node stop`, `node upgrade`; and the helper the other commands use
+ * to speak to the node (starting one when none answers).
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "cache/cache.h"
+#include "lib/json.h"
+#include "lib/lib.h"
+#include "node/node.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+#define NODE_STOP_WAIT_MS 30000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: lazyroot node [OPTIONS]\n"
+	        "       lazyroot node status [--json] | stop | upgrade [--binary PATH]\n"
+	        "\n"
+	        "The node service: one process serving every image mount of this node from\n"
+	        "one cache, in the foreground (as systemd expects).  A small holder keeps\n"
+	        "each mount's FUSE connection and starts a worker that serves them; a worker\n"
+	        "that dies (or is upgraded) is replaced and takes every mount over.\n"
+	        "`lazyroot run`, `mount` and `umount` speak to it over its socket, and start\n"
+	        "one in the background when none answers.\n"
+	        "\n"
+	        "  --config FILE      node settings, `key = value` lines\n"
+	        "  --store URL        default chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --cache DIR        node cache (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --images DIR       where `run` mounts images (default: $LAZYROOT_IMAGES,\n"
+	        "                     else %s)\n"
+	        "  --socket PATH      control socket (default: $LAZYROOT_SOCKET, else %s)\n"
+	        "  --metrics ADDR     Prometheus /metrics on HOST:PORT, or off (default %s)\n"
+	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
+	        "  --cache-memory SIZE  chunks kept in memory while the cache disk is full\n"
+	        "                     (default 256M)\n"
+	        "  --readahead N      chunks fetched ahead of a sequential reader (default %d)\n"
+	        "  --fetch-timeout S  seconds a read retries a failing store (default %d)\n"
+	        "  --no-passthrough   no FUSE passthrough of wholly cached large files\n"
+	        "  --no-cpu-latency   let idle CPUs halt while requests are being served\n"
+	        "  --log FILE         stderr goes to FILE once the node serves\n"
+	        "\n"
+	        "  status [--json]    pids (worker serving FUSE, holder), uptime, takeovers,\n"
+	        "                     mounts (image, store, mountpoint, open files)\n"
+	        "  stop               unmount every mount of the node and end it\n"
+	        "  upgrade [--binary PATH]  hand every mount to a new worker of PATH (default:\n"
+	        "                     this binary); readers see a pause, not an error\n",
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,
+	        NODE_DEFAULT_METRICS, NODE_DEFAULT_READAHEAD,
+	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
+}
+
+/* ---- helpers for the clients ------------------------------------------------ */
+
+char *tools_absolute(const char *path)
+{
+	_cleanup_free_ char *cwd = NULL;
+	char *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	cwd = getcwd(NULL, 0);
+	if (!cwd || asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+char *tools_absolute_store_url(const char *url)
+{
+	_cleanup_free_ char *copy = strdup(url);
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char *save = NULL;
+
+	if (!copy)
+		return NULL;
+	for (char *u = strtok_r(copy, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+		bool dir = !strncmp(u, "dir:", 4);
+		const char *path = dir ? u + 4 : strstr(u, "://") ? NULL : u;
+		_cleanup_free_ char *abs = path && path[0] && path[0] != '/' ? tools_absolute(path)
+		                                                          : NULL;
+
+		if (path && path[0] && path[0] != '/' && !abs)
+			return NULL;
+		if (buf_printf(&b, "%s%s%s", b.len ? "," : "", abs && dir ? "dir:" : "",
+		               abs ? abs : u) < 0)
+			return NULL;
+	}
+	if (buf_append_zero(&b, 1) < 0)
+		return NULL;
+	return (char *)TAKE_PTR(b.data);
+}
+
+int tools_node_request(const struct tools_node *n, const char *request, struct json **ret)
+{
+	char *args[16];
+	_cleanup_free_ char *log = NULL;
+	const char *cache = n->cache_dir ? n->cache_dir : tools_cache_dir(NULL);
+	int k = 0;
+
+	if (n->store_url) {
+		args[k++] = "--store";
+		args[k++] = (char *)n->store_url;
+	}
+	if (n->cache_dir) {
+		args[k++] = "--cache";
+		args[k++] = (char *)n->cache_dir;
+	}
+	if (n->images_dir) {
+		args[k++] = "--images";
+		args[k++] = (char *)n->images_dir;
+	}
+	/* the node's log beside its cache, where the mount daemons wrote theirs */
+	if (cache[0] == '/' && mkdir_p(cache, 0755) == 0 &&
+	    asprintf(&log, "%s/daemon.log", cache) >= 0) {
+		args[k++] = "--log";
+		args[k++] = log;
+	} else {
+		log = NULL;
+	}
+	args[k] = NULL;
+	return node_request(node_socket_path(n->socket), args, request, ret);
+}
+
+/* ---- status, stop, upgrade ---------------------------------------------------- */
+
+static int call(const char *socket, const char *req, struct json **ret)
+{
+	int r = node_call(socket, req, ret);
+
+	if (r == -ECONNREFUSED || r == -ENOENT)
+		return log_error(r, "node '%s': no node service answers", socket);
+	if (r < 0)
+		return log_errno(r, "node '%s'", socket);
+	return 0;
+}
+
+static int status_cmd(const char *socket, bool json)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct json *j = NULL;
+	const struct json *mounts;
+	double up = 0;
+	int64_t pid = 0, hpid = 0, tk = 0;
+	int r;
+
+	if (json) {
+		r = node_call_text(socket, "{\"verb\":\"status\"}", &b);
+		if (r < 0)
+			return call(socket, "{\"verb\":\"status\"}", &j) < 0 ? 1 : 1;
+		fwrite(b.data, 1, b.len, stdout);
+		return 0;
+	}
+	if (call(socket, "{\"verb\":\"status\"}", &j) < 0)
+		return 1;
+	(void)json_int(json_get(j, "pid"), &pid);
+	(void)json_int(json_get(j, "holder_pid"), &hpid);
+	(void)json_int(json_get(j, "takeovers"), &tk);
+	(void)json_double(json_get(j, "uptime_s"), &up);
+	mounts = json_get(j, "mounts");
+	printf("node %s: worker pid %lld, holder pid %lld, up %.1f s, %lld takeovers, %zu mounts\n",
+	       socket, (long long)pid, (long long)hpid, up, (long long)tk, json_len(mounts));
+	if (json_len(mounts))
+		printf("%-24s %-32s %-6s %s\n", "image", "store", "open", "mountpoint");
+	for (size_t i = 0; i < json_len(mounts); i++) {
+		const struct json *m = json_at(mounts, i);
+		int64_t open = 0;
+
+		(void)json_int(json_get(m, "open_files"), &open);
+		printf("%-24s %-32s %-6lld %s\n", json_get_cstr(m, "image"),
+		       json_get_cstr(m, "store"), (long long)open, json_get_cstr(m, "mountpoint"));
+	}
+	json_free(j);
+	return 0;
+}
+
+/* Wait (bounded) until pid has exited. */
+static int wait_gone(pid_t pid, int ms)
+{
+	_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (fd < 0)
+		return errno == ESRCH ? 0 : -errno;
+	while (poll(&p, 1, ms) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return p.revents ? 0 : -ETIMEDOUT;
+}
+
+static int stop_cmd(const char *socket)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct json *j = NULL;
+	int64_t hpid = 0;
+	bool ok = false;
+	int r;
+
+	if (call(socket, "{\"verb\":\"stop\"}", &j) < 0)
+		return 1;
+	if (json_bool(json_get(j, "ok"), &ok) < 0 || !ok) {
+		log_error(-EIO, "node '%s': stop: %s", socket,
+		          json_get_cstr(j, "error") ? json_get_cstr(j, "error") : "failed");
+		json_free(j);
+		return 1;
+	}
+	(void)json_int(json_get(j, "holder_pid"), &hpid);
+	json_free(j);
+	r = hpid > 0 ? wait_gone((pid_t)hpid, NODE_STOP_WAIT_MS) : 0;
+	if (r < 0) {
+		log_errno(r, "node '%s': waiting for the holder (pid %lld) to exit", socket,
+		          (long long)hpid);
+		return 1;
+	}
+	return 0;
+}
+
+static int upgrade_cmd(const char *socket, const char *binary)
+{
+	_cleanup_(buf_freep) struct buf req = BUF_INIT;
+	_cleanup_free_ char *abs = binary ? realpath(binary, NULL) : NULL;
+	struct json *j = NULL;
+	int64_t old = 0, now = 0;
+	uint64_t deadline = now_ns() + (uint64_t)NODE_STOP_WAIT_MS * 1000000;
+	bool ok = false;
+
+	if (binary && !abs) {
+		log_errno(-errno, "--binary '%s'", binary);
+		return 1;
+	}
+	if (buf_printf(&req, "{\"verb\":\"upgrade\"") < 0 ||
+	    (abs && (buf_printf(&req, ",\"binary\":") < 0 || node_json_str(&req, abs) < 0)) ||
+	    buf_printf(&req, "}") < 0 || buf_append_zero(&req, 1) < 0)
+		return 1;
+	if (call(socket, (char *)req.data, &j) < 0)
+		return 1;
+	if (json_bool(json_get(j, "ok"), &ok) < 0 || !ok) {
+		const char *log = json_get_cstr(j, "log");
+
+		if (log)
+			fputs(log, stderr);
+		else
+			log_error(-EIO, "node '%s': upgrade failed", socket);
+		json_free(j);
+		return 1;
+	}
+	(void)json_int(json_get(j, "pid"), &old);
+	json_free(j);
+	/* Each status call waits in the socket's backlog until a worker answers:
+	 * only the moment before the old worker leaves answers with its pid. */
+	while (now_ns() < deadline) {
+		j = NULL;
+		if (call(socket, "{\"verb\":\"status\"}", &j) < 0)
+			return 1;
+		now = 0;
+		(void)json_int(json_get(j, "pid"), &now);
+		json_free(j);
+		if (now && now != old)
+			return 0;
+	}
+	log_error(-ETIMEDOUT, "node '%s': no new worker after the upgrade", socket);
+	return 1;
+}
+
+/* ---- the service ------------------------------------------------------------------ */
+
+int cmd_node(int argc, char **argv)
+{
+	enum { O_CONFIG = 256, O_STORE, O_CACHE, O_IMAGES, O_SOCKET, O_METRICS, O_CACHE_SIZE,
+	       O_CACHE_MEMORY, O_READAHEAD, O_FETCH_TIMEOUT, O_NOPASS, O_NOCPU, O_LOG, O_WORKER,
+	       O_JSON, O_BINARY };
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, O_CONFIG },
+		{ "store", required_argument, NULL, O_STORE },
+		{ "cache", required_argument, NULL, O_CACHE },
+		{ "images", required_argument, NULL, O_IMAGES },
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "metrics", required_argument, NULL, O_METRICS },
+		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
+		{ "cache-memory", required_argument, NULL, O_CACHE_MEMORY },
+		{ "readahead", required_argument, NULL, O_READAHEAD },
+		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
+		{ "no-passthrough", no_argument, NULL, O_NOPASS },
+		{ "no-cpu-latency", no_argument, NULL, O_NOCPU },
+		{ "log", required_argument, NULL, O_LOG },
+		{ "worker", no_argument, NULL, O_WORKER },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "binary", required_argument, NULL, O_BINARY },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	static const char *const keys[] = {
+		[O_STORE - 256] = "store_url", [O_CACHE - 256] = "cache_dir",
+		[O_IMAGES - 256] = "images_dir", [O_SOCKET - 256] = "socket_path",
+		[O_METRICS - 256] = "metrics_addr", [O_CACHE_SIZE - 256] = "cache_size",
+		[O_CACHE_MEMORY - 256] = "cache_memory", [O_READAHEAD - 256] = "readahead",
+		[O_FETCH_TIMEOUT - 256] = "fetch_timeout",
+	};
+	struct node_config cfg;
+	const char *config = NULL, *verb = NULL, *log = NULL, *binary = NULL, *socket_opt = NULL;
+	_cleanup_free_ char **wargs = calloc((size_t)argc + 1, sizeof(char *));
+	bool worker = false, json = false;
+	int nwargs = 0, c, r;
+
+	if (!wargs)
+		return 1;
+	if (argc > 1 && argv[1][0] != '-') {
+		verb = argv[1];
+		argc--;
+		argv++;
+		if (strcmp(verb, "status") && strcmp(verb, "stop") && strcmp(verb, "upgrade")) {
+			log_error(-EINVAL, "node: unknown subcommand '%s'", verb);
+			usage(stderr);
+			return 2;
+		}
+	}
+	/* First pass: the config file, which flags then override. */
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
+		if (c == O_CONFIG)
+			config = optarg;
+		else if (c == O_SOCKET)
+			socket_opt = optarg;
+	opterr = 1;
+	if (verb) {
+		optind = 1;
+		while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+			switch (c) {
+			case O_SOCKET: case O_CONFIG: break;
+			case O_JSON: json = true; break;
+			case O_BINARY: binary = optarg; break;
+			case 'h': usage(stdout); return 0;
+			default: usage(stderr); return 2;
+			}
+		}
+		if (optind < argc) {
+			log_error(-EINVAL, "node %s: unexpected argument '%s'", verb, argv[optind]);
+			return 2;
+		}
+		socket_opt = node_socket_path(socket_opt);
+		if (!strcmp(verb, "status"))
+			return status_cmd(socket_opt, json);
+		if (!strcmp(verb, "stop"))
+			return stop_cmd(socket_opt);
+		return upgrade_cmd(socket_opt, binary);
+	}
+	if (node_config_setup(&cfg, config) < 0)
+		return 2;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char origin[32];
+		char *v = NULL;
+
+		switch (c) {
+		case O_CONFIG: v = strdup(optarg); break;
+		case O_NOPASS: (void)node_config_set(&cfg, "passthrough", "off", "--no-passthrough");
+			break;
+		case O_NOCPU: (void)node_config_set(&cfg, "cpu_latency", "off", "--no-cpu-latency");
+			break;
+		case O_LOG: log = optarg; v = strdup(optarg); break;
+		case O_WORKER: worker = true; continue;
+		case 'h': usage(stdout); r = 0; goto out;
+		default:
+			if (c < O_STORE || c > O_FETCH_TIMEOUT || !keys[c - 256]) {
+				usage(stderr);
+				r = 2;
+				goto out;
+			}
+			/* workers run from "/": relative paths would name other places */
+			if (c == O_STORE)
+				v = tools_absolute_store_url(optarg);
+			else if (c == O_CACHE || c == O_IMAGES || c == O_SOCKET)
+				v = tools_absolute(optarg);
+			else
+				v = strdup(optarg);
+			snprintf(origin, sizeof(origin), "--%s", opts[c - 256].name);
+			r = v ? node_config_set(&cfg, keys[c - 256], v, origin) : -ENOMEM;
+			if (r < 0) {
+				free(v);
+				r = 2;
+				goto out;
+			}
+		}
+		/* the workers get the same settings, paths made absolute */
+		if (asprintf(&wargs[nwargs], "--%s", opts[c - 256].name) < 0) {
+			free(v);
+			r = 1;
+			goto out;
+		}
+		nwargs++;
+		if (v)
+			wargs[nwargs++] = v;
+	}
+	if (optind < argc) {
+		log_error(-EINVAL, "node: unexpected argument '%s'", argv[optind]);
+		r = 2;
+		goto out;
+	}
+	if (chdir("/") < 0) {
+		r = log_errno(-errno, "node: chdir /");
+		r = 1;
+		goto out;
+	}
+	if (worker)
+		r = node_worker_main(&cfg, 3, 4, log);
+	else
+		r = node_holder_main(&cfg, wargs, nwargs);
+out:
+	for (int i = 0; i < nwargs; i++)
+		free(wargs[i]);
+	node_config_destroy(&cfg);
+	return r;
+}

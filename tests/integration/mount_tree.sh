@@ -4,7 +4,8 @@
 # symlinks, hard links sharing an inode, xattrs with security.capability. Then: statfs, EROFS
 # for every kind of write, getfattr dumps, two mounts of one image and a third of another image
 # sharing one cache, a remount served from the cached index without the store, failures that
-# leave nothing mounted, and both `lazyroot umount` and `fusermount3 -u` ending the daemon.
+# leave nothing mounted, and both `lazyroot umount` and `fusermount3 -u` ending the mount in
+# the node service that serves them all.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd fusermount3 getfattr setfattr python3
@@ -35,8 +36,16 @@ except ProcessLookupError:
     sys.exit(0)
 sys.exit(0 if select.select([fd], [], [], 10)[0] else 1)' "$1"
 }
-exited() {  # PID: gone, or a zombie waiting for its reaper
-	[ ! -e "/proc/$1" ] || [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f1)" = Z ]
+# served MNT: true while the node service lists a mount at MNT.
+served() {
+	"$LAZYROOT" node status --json |
+		python3 -c 'import json, sys; sys.exit(sys.argv[1] not in [m["mountpoint"] for m in json.load(sys.stdin)["mounts"]])' "$1"
+}
+# unserved MNT: the node stops serving MNT within 10 s (it notices an unmount on its loop).
+unserved() {
+	local _
+	for _ in $(seq 100); do served "$1" || return 0; sleep 0.1; done
+	return 1
 }
 mount_at() {  # REF MNT [OPTIONS]: mount and register the cleanup
 	local ref=$1 mnt=$2; shift 2
@@ -127,18 +136,18 @@ check compare_trees --no-atime --ignore-root-mtime "$src/files" "$mnt3"
 check compare_trees --no-atime --ignore-root-mtime "$src/sparse" "$mnt2/sparse"
 check test "$(stat -c %d "$mnt")" != "$(stat -c %d "$mnt2")"
 
-# --- lazyroot umount ends the daemon: it returns only once the daemon has exited
+# --- lazyroot umount ends the mount: once it returns, the node no longer serves it
 pid=$(daemon_pid "$mnt2")
 check test -n "$pid"
+check served "$mnt2"
 check "$LAZYROOT" umount "$mnt2" --cache "$cache"
 check_not mountpoint -q "$mnt2"
-check exited "$pid"
+check_not served "$mnt2"
 
 # --- fusermount3 -u ends it too
-pid=$(daemon_pid "$mnt3")
-check test -n "$pid"
+check served "$mnt3"
 check fusermount3 -u "$mnt3"
-check gone "$pid"
+check unserved "$mnt3"
 check_not mountpoint -q "$mnt3"
 
 # --- a remount needs no store: the index is kept in the cache (a hex ref needs no tag)
@@ -222,8 +231,10 @@ check cmp "$src/files/random-5m" "$mnt6/files/random-5m"
 check bash -c 'cd "$1" && "$2" umount mnt6 --cache cache' _ "$WORK" "$LAZYROOT"
 check_not mountpoint -q "$mnt6"
 
-# --- the first mount last, with lazyroot umount
+# --- the first mount last, with lazyroot umount; node stop ends the node
 pid=$(daemon_pid "$mnt")
 check "$LAZYROOT" umount "$mnt" --cache "$cache"
-check exited "$pid"
-check_not pgrep -f "lazyroot mount .* $WORK/"
+check_not served "$mnt"
+check "$LAZYROOT" node stop
+check gone "$pid"
+check_not pgrep -f "lazyroot (mount|node) .* $WORK/"

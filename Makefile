@@ -1,6 +1,7 @@
 # lazyroot — plain Makefile.  `make`, `make test`, `make asan`, `make install`, `make bench`.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+SYSTEMDDIR ?= /lib/systemd/system
 DESTDIR ?=
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -147,6 +148,8 @@ bench: $(BUILD)/lazyroot $(BENCH_BINS)
 install: $(BUILD)/lazyroot
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+	install -d $(DESTDIR)$(SYSTEMDDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/lazyroot-node.service >$(DESTDIR)$(SYSTEMDDIR)/lazyroot-node.service
 
 clean:
 	rm -rf build build-asan build-fuzz

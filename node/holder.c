@@ -195,8 +195,31 @@ static int worker_start(struct holder *h)
 	return 0;
 }
 
-/* The first worker serves: tell the client that started us, and move our
- * stderr (its pipe) to the log. */
+/* systemd's Type=notify: READY=1 on $NOTIFY_SOCKET (a path, or '@' for an
+ * abstract name). */
+static void sd_ready(void)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	static const char msg[] = "READY=1";
+	socklen_t len;
+	int fd;
+
+	if (!path || !*path || strlen(path) >= sizeof(a.sun_path))
+		return;
+	memcpy(a.sun_path, path, strlen(path));
+	if (a.sun_path[0] == '@')
+		a.sun_path[0] = 0;
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	(void)sendto(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL, (struct sockaddr *)&a, len);
+	close(fd);
+}
+
+/* The first worker serves: tell systemd, or the client that started us, and
+ * move our stderr (its pipe) to the log. */
 static void signal_ready(struct holder *h)
 {
 	int fd;
@@ -204,6 +227,7 @@ static void signal_ready(struct holder *h)
 	if (h->ever_ready)
 		return;
 	h->ever_ready = true;
+	sd_ready();
 	if (!h->log_path)
 		return;
 	(void)write_full(STDERR_FILENO, "", 1);

@@ -41,7 +41,9 @@
 #include "lib/json.h"
 #include "lib/lib.h"
 #include "lib/loop.h"
+#include "node/metrics.h"
 #include "node/node-internal.h"
+#include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
 #include "tools/tools.h"
@@ -113,6 +115,7 @@ struct worker {
 	bool chan_polling, listen_polling;
 	bool stop, leave, holder_gone;
 	int log_saved, log_fd;    /* capturing a request's log lines */
+	struct node_metrics *metrics;
 };
 
 /* ---- stores, caches --------------------------------------------------------- */
@@ -1136,6 +1139,61 @@ static void reap_finished(struct worker *w)
 			i++;
 }
 
+/* ---- metrics ---------------------------------------------------------------- */
+
+static void prom_label(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		if (*s == '\\' || *s == '"')
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+}
+
+static void metrics_body(void *ud, FILE *f)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} per_mount[] = {
+		{ "requests_total", "counter", "FUSE requests this worker served for the mount." },
+		{ "resends_total", "counter", "Requests the kernel resent to this worker (takeover)." },
+		{ "open_files", "gauge", "Opens the kernel holds on the mount." },
+	};
+	struct worker *w = ud;
+	const struct cache_stats *st;
+
+	fprintf(f, "# HELP lazyroot_node_takeovers_total Workers started to take the mounts over "
+	        "(a crash, a kill, an upgrade).\n# TYPE lazyroot_node_takeovers_total counter\n"
+	        "lazyroot_node_takeovers_total %u\n", w->takeovers);
+	fprintf(f, "# HELP lazyroot_node_uptime_seconds Since the holder started.\n"
+	        "# TYPE lazyroot_node_uptime_seconds gauge\nlazyroot_node_uptime_seconds %.3f\n",
+	        (double)(w->holder_uptime_ms + (now_ns() - w->hello_ns) / 1000000) / 1e3);
+	fprintf(f, "# HELP lazyroot_node_mounts Image mounts the node serves.\n"
+	        "# TYPE lazyroot_node_mounts gauge\nlazyroot_node_mounts %zu\n", w->nmounts);
+	for (size_t k = 0; k < ARRAY_SIZE(per_mount); k++) {
+		fprintf(f, "# HELP lazyroot_node_mount_%s %s\n# TYPE lazyroot_node_mount_%s %s\n",
+		        per_mount[k].name, per_mount[k].help, per_mount[k].name, per_mount[k].type);
+		for (size_t i = 0; i < w->nmounts; i++) {
+			struct node_fs_status fst;
+			uint64_t v;
+
+			node_fs_status(w->mounts[i]->fs, &fst);
+			v = k == 0 ? fst.requests : k == 1 ? fst.resends : fst.open_files;
+			fprintf(f, "lazyroot_node_mount_%s{index=\"%s\",mountpoint=\"", per_mount[k].name,
+			        w->mounts[i]->hex);
+			prom_label(f, w->mounts[i]->mountpoint);
+			fprintf(f, "\"} %llu\n", (unsigned long long)v);
+		}
+	}
+	/* the node's own cache: per-image counters live in its slots */
+	if (w->ncaches && cache_stats_map(w->caches[0]->dir, &st) == 0) {
+		node_stats_prometheus(f, st);
+		cache_stats_unmap(st);
+	}
+}
+
 /* Started by a client, our stderr was its pipe until the holder said we
  * serve: the log from now on. */
 static void redirect_log(const char *path)
@@ -1174,6 +1232,9 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 	if (node_msg_send(chan, NODE_MSG_READY, "{}", 2, NULL, 0) < 0)
 		goto out;
 	redirect_log(log_path);
+	/* a node without /metrics (its port taken) still serves: one warning */
+	if (cfg->metrics_addr)
+		(void)node_metrics_open(w.l, cfg->metrics_addr, metrics_body, &w, &w.metrics);
 	status = 0;
 	while (!w.stop && !w.leave && !w.holder_gone) {
 		r = loop_run_once(w.l, true);
@@ -1202,6 +1263,7 @@ out:
 	end_all(&w);
 	/* our polls end (cancelled), and reads, fetches and writes in flight,
 	 * before the caches go */
+	node_metrics_close(w.metrics);
 	if (w.listen_polling)
 		(void)loop_cancel_poll(w.l, w.listen_poll);
 	if (w.chan_polling)

@@ -114,6 +114,7 @@ int node_config_setup(struct node_config *c, const char *config_flag)
 		{ "LAZYROOT_SOCKET", "socket_path" },
 		{ "LAZYROOT_PASSTHROUGH", "passthrough" },
 		{ "LAZYROOT_CPU_LATENCY", "cpu_latency" },
+		{ "LAZYROOT_METRICS", "metrics_addr" },
 	};
 	int r;
 

@@ -1,0 +1,39 @@
+#!/bin/bash
+# `lazyroot node upgrade` 20 times, alternating between two copies of the binary (built
+# separately: a different file, so every upgrade execs a new image), while 16 sandboxes on one
+# image stream and checksum every file of it: the old worker leaves every connection to the
+# new one, so every sandbox exits 0 and every checksum matches the source.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sandbox.sh"
+need_cmd fusermount3 sha256sum
+[ -c /dev/fuse ] || { log "no /dev/fuse; skipping"; exit 77; }
+workdir
+. "$(dirname "$0")/../lib/node.sh"
+UPGRADES=${NODE_UPGRADES:-20}
+SANDBOXES=${NODE_SANDBOXES:-16}
+
+cp "$LAZYROOT" "$WORK/lazyroot-a"
+cp "$LAZYROOT" "$WORK/lazyroot-b"
+NODE_IMAGE=deb:1
+node_image "$NODE_IMAGE"
+check_status 0 nrun "$NODE_IMAGE" -- /bin/true
+holder=$(node_pid holder_pid)
+
+stream_start "$SANDBOXES"
+for k in $(seq "$UPGRADES"); do
+	bin=$WORK/lazyroot-a
+	[ $((k % 2)) = 0 ] && bin=$WORK/lazyroot-b
+	old=$(node_pid)
+	check timeout 60 "$LAZYROOT" node upgrade --binary "$bin"
+	new=$(node_pid)
+	check test "$new" != "$old"
+	check test "$(readlink "/proc/$new/exe")" = "$bin"
+done
+stream_check
+check test "$(node_pid holder_pid)" = "$holder"
+# a binary that is not there: refused, the worker serving goes on
+pid=$(node_pid)
+check_not "$LAZYROOT" node upgrade --binary "$WORK/nowhere"
+check test "$(node_pid)" = "$pid"
+check_status 0 nrun "$NODE_IMAGE" -- /bin/true
+check sb_no_leftovers

@@ -26,6 +26,7 @@
 #include "node/node-internal.h"
 
 #define NODE_START_TIMEOUT_MS 60000
+#define NODE_RETRIES 5
 /* A reply may wait for a mount, which may wait for an index from a slow
  * store (retried for the fetch timeout): long, but not forever. */
 #define NODE_REPLY_TIMEOUT_S 600
@@ -346,6 +347,11 @@ int node_request(const char *socket, char *const *start_args, const char *reques
 			return r;
 		r = node_call(socket, request, &reply);
 	}
+	/* The worker died before it answered (killed, upgraded): the next one
+	 * answers; requests are idempotent (a mount the dead worker made is
+	 * the next one's, found again). */
+	for (int i = 0; r == -ECONNRESET && i < NODE_RETRIES; i++)
+		r = node_call(socket, request, &reply);
 	if (r < 0) {
 		if (no_node(r))
 			return log_error(r, "node '%s': no node service answers", socket);

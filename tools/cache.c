@@ -12,6 +12,8 @@
 
 #include "cache/cache.h"
 #include "lib/lib.h"
+#include "lib/json.h"
+#include "node/node.h"
 #include "node/stats.h"
 #include "tools/tools.h"
 
@@ -184,10 +186,13 @@ static void stats_usage(FILE *f)
 	        "hits, misses, bytes fetched and served, fetch latency, evictions, errors, and\n"
 	        "per mounted image the share of the image read.\n"
 	        "\n"
-	        "  --cache DIR     cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --cache DIR     cache directory (default: $LAZYROOT_CACHE, else the node\n"
+	        "                  service's, else %s)\n"
+	        "  --socket PATH   the node's control socket (default: $LAZYROOT_SOCKET, else\n"
+	        "                  %s)\n"
 	        "  --json          machine-readable output\n"
 	        "  --prometheus    Prometheus text format (lazyroot_cache_* metrics)\n",
-	        CACHE_DEFAULT_DIR);
+	        CACHE_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
 }
 
 static int cache_stats_cmd(int argc, char **argv)
@@ -196,10 +201,12 @@ static int cache_stats_cmd(int argc, char **argv)
 		{ "cache", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
+		{ "socket", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *dir = NULL;
+	const char *dir = NULL, *socket = NULL;
+	_cleanup_free_ char *node_dir = NULL;
 	const struct cache_stats *st;
 	bool json = false, prom = false;
 	int o, r;
@@ -209,6 +216,7 @@ static int cache_stats_cmd(int argc, char **argv)
 		case 'c': dir = optarg; break;
 		case 'j': json = true; break;
 		case 'p': prom = true; break;
+		case 's': socket = optarg; break;
 		case 'h': stats_usage(stdout); return 0;
 		default: stats_usage(stderr); return 2;
 		}
@@ -220,6 +228,18 @@ static int cache_stats_cmd(int argc, char **argv)
 	if (json && prom) {
 		log_error(-EINVAL, "cache stats: --json and --prometheus exclude each other");
 		return 2;
+	}
+	/* Without --cache (or $LAZYROOT_CACHE): the cache of the node that
+	 * answers, if one does; the counters themselves are read from the
+	 * shared file, not asked of the node. */
+	if (!dir && !(getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))) {
+		struct json *reply = NULL;
+
+		if (node_call(node_socket_path(socket), "{\"verb\":\"stats\"}", &reply) == 0 &&
+		    json_get_cstr(reply, "cache"))
+			node_dir = strdup(json_get_cstr(reply, "cache"));
+		json_free(reply);
+		dir = node_dir;
 	}
 	dir = tools_cache_dir(dir);
 	r = map_stats(dir, &st);

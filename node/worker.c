@@ -586,6 +586,20 @@ static bool is_hex32(const char *s)
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
 
+/* The mount `run` made of index hex from store url (and endpoint), or NULL. */
+static struct mount *shared_mount(struct worker *w, const char *hex, const char *url,
+                                  const char *endpoint)
+{
+	for (size_t i = 0; i < w->nmounts; i++) {
+		struct mount *o = w->mounts[i];
+
+		if (o->shared && !strcmp(o->hex, hex) && !strcmp(o->store_url, url) &&
+		    !strcmp(o->s3_endpoint ? o->s3_endpoint : "", endpoint ? endpoint : ""))
+			return o;
+	}
+	return NULL;
+}
+
 static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 {
 	struct mount *m = calloc(1, sizeof(*m));
@@ -617,6 +631,15 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		goto out;
 	/* An index name this node keeps needs no store to resolve; a tag always
 	 * asks the store, as tags move. */
+	if (!mnt && is_hex32(ref)) {
+		/* the common case of a run by index name: its mount is there */
+		struct mount *o = shared_mount(w, ref, m->store_url, endpoint);
+
+		if (o) {
+			r = reply_mount(o, out);
+			goto out;
+		}
+	}
 	{
 		struct index_map probe = { 0 };
 
@@ -634,15 +657,12 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		const char *dir = images ? images : w->cfg->images_dir;
 		char path[PATH_MAX];
 
-		m->shared = true;
-		for (size_t i = 0; i < w->nmounts; i++) {
-			struct mount *o = w->mounts[i];
+		struct mount *o = shared_mount(w, m->hex, m->store_url, endpoint);
 
-			if (o->shared && !strcmp(o->hex, m->hex) && !strcmp(o->store_url, m->store_url) &&
-			    !strcmp(o->s3_endpoint ? o->s3_endpoint : "", endpoint ? endpoint : "")) {
-				r = reply_mount(o, out);
-				goto out;
-			}
+		m->shared = true;
+		if (o) {
+			r = reply_mount(o, out);
+			goto out;
 		}
 		snprintf(path, sizeof(path), "%s/%s", dir, m->hex);
 		if (mount_at(w, path)) {
@@ -675,7 +695,17 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 			r = log_errno(-errno, "mount '%s'", mnt);
 			goto out;
 		}
-		if (mount_at(w, m->mountpoint)) {
+	}
+	if (!m->shared) {
+		struct mount *o = mount_at(w, m->mountpoint);
+
+		/* the same image from the same store there already: done (a client
+		 * asking again after its worker died mid-request finds it) */
+		if (o && !strcmp(o->hex, m->hex) && !strcmp(o->store_url, m->store_url)) {
+			r = reply_mount(o, out);
+			goto out;
+		}
+		if (o) {
 			r = log_error(-EBUSY, "mount '%s': already mounted by this node", mnt);
 			goto out;
 		}

@@ -44,6 +44,9 @@
 #define NODE_FREE_RESTARTS 3
 #define NODE_BACKOFF_MIN_MS 50
 #define NODE_BACKOFF_MAX_MS 5000
+/* A worker told to leave (upgrade) that has not exited by then is killed:
+ * the next one takes its mounts over all the same. */
+#define NODE_LEAVE_TIMEOUT_MS 30000
 
 struct record {
 	char *mountpoint;
@@ -63,7 +66,7 @@ struct holder {
 	struct record *recs;
 	size_t nrecs;
 	unsigned takeovers, fast_exits;
-	uint64_t started_ns, worker_started_ns, restart_at_ns;
+	uint64_t started_ns, worker_started_ns, restart_at_ns, leave_deadline_ns;
 	bool ever_ready, stopping, upgrading, restart_pending;
 };
 
@@ -240,6 +243,13 @@ static void signal_ready(struct holder *h)
 	}
 }
 
+static void tell_leave(struct holder *h)
+{
+	h->upgrading = true;
+	h->leave_deadline_ns = now_ns() + (uint64_t)NODE_LEAVE_TIMEOUT_MS * 1000000;
+	(void)node_msg_send(h->chan, NODE_MSG_LEAVE, "{}", 2, NULL, 0);
+}
+
 static void on_message(struct holder *h)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
@@ -274,8 +284,7 @@ static void on_message(struct holder *h)
 		if (json_parse(b.data, b.len, &j, NULL) == 0 && json_get_cstr(j, "binary")) {
 			free(h->next_binary);
 			h->next_binary = strdup(json_get_cstr(j, "binary"));
-			h->upgrading = true;
-			(void)node_msg_send(h->chan, NODE_MSG_LEAVE, "{}", 2, NULL, 0);
+			tell_leave(h);
 		}
 		break;
 	case NODE_MSG_STOP:
@@ -419,6 +428,17 @@ int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 			}
 			timeout = (int)((h.restart_at_ns - now) / 1000000) + 1;
 		}
+		if (h.upgrading && h.worker > 0) {
+			uint64_t now = now_ns();
+
+			if (now >= h.leave_deadline_ns) {
+				log_msg(LOG_WARN, "node: worker %d did not leave; killing it", (int)h.worker);
+				kill(h.worker, SIGKILL);
+				h.leave_deadline_ns = UINT64_MAX;
+			} else if (h.leave_deadline_ns != UINT64_MAX) {
+				timeout = (int)((h.leave_deadline_ns - now) / 1000000) + 1;
+			}
+		}
 		k = poll(p, h.chan >= 0 ? 2 : 1, timeout);
 		if (k < 0 && errno != EINTR) {
 			log_errno(-errno, "node: poll");
@@ -435,8 +455,7 @@ int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 					if (h.chan >= 0)
 						(void)node_msg_send(h.chan, NODE_MSG_STOP, "{}", 2, NULL, 0);
 				} else if (si.ssi_signo == SIGHUP && h.chan >= 0 && !h.upgrading) {
-					h.upgrading = true;
-					(void)node_msg_send(h.chan, NODE_MSG_LEAVE, "{}", 2, NULL, 0);
+					tell_leave(&h);
 				}
 			}
 			for (;;) {

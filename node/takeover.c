@@ -10,7 +10,7 @@ int node_state_new(void)
 	return -1;
 }
 
-int node_fuse_fd_dup(struct fs *f)
+int node_fuse_fd(struct fs *f)
 {
 	(void)f;
 	return -1;

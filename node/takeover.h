@@ -13,9 +13,9 @@ struct fs_params;
 
 /* A state file for a new connection, or -1 when the fs keeps none. */
 int node_state_new(void);
-/* A dup of f's /dev/fuse descriptor for the holder, or -1 when connections
- * cannot be taken over (the mount then ends with its worker). */
-int node_fuse_fd_dup(struct fs *f);
+/* f's /dev/fuse descriptor for the holder (borrowed), or -1 when
+ * connections cannot be taken over (the mount then ends with its worker). */
+int node_fuse_fd(struct fs *f);
 /* Serve a connection an earlier worker mounted; takes *fuse_fd.  -ENOTCONN:
  * it cannot be taken over (abort it). */
 int node_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret);

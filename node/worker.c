@@ -81,6 +81,7 @@ struct mount {
 	struct image_profile *prof;
 	uint64_t *pack_offsets;
 	struct fs *fs;
+	int state_fd;             /* the connection's state file (-1: none) */
 	dev_t dev;
 };
 
@@ -232,6 +233,8 @@ static void mount_free(struct mount *m)
 {
 	if (!m)
 		return;
+	if (m->state_fd >= 0)
+		close(m->state_fd);
 	index_map_free(&m->im);
 	image_profile_free(m->prof);
 	free(m->pack_offsets);
@@ -460,24 +463,19 @@ static int mount_new(struct worker *w, struct mount *m)
 	r = mount_prepare(w, m);
 	if (r < 0)
 		return r;
+	m->state_fd = node_state_new();
 	mount_params(w, m, &fp);
-	fds[1] = node_state_new();
 	r = fs_mount(&fp, &m->fs);
-	if (r < 0) {
-		if (fds[1] >= 0)
-			close(fds[1]);
+	if (r < 0)
 		return r;
-	}
 	(void)fs_find_mount(m->mountpoint, &m->dev);
-	fds[0] = node_fuse_fd_dup(m->fs);
+	fds[0] = node_fuse_fd(m->fs);
+	fds[1] = fds[0] >= 0 ? m->state_fd : -1;
 	r = mount_record(m, &rec);
 	/* The holder has the connection before anyone hears of the mount. */
 	if (r == 0)
 		r = node_msg_send(w->chan, NODE_MSG_ADD, (char *)rec.data, rec.len - 1, fds,
 		                  NODE_MSG_FDS);
-	for (int i = 0; i < NODE_MSG_FDS; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
 	if (r == 0)
 		r = mounts_add(w, m);
 	if (r < 0) {
@@ -496,6 +494,9 @@ static void mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_
 	struct mount *m = calloc(1, sizeof(*m));
 	const char *mnt = NULL;
 	int r = m ? json_parse(b->data, b->len, &j, NULL) : -ENOMEM;
+
+	if (m)
+		m->state_fd = -1;
 
 	if (r == 0) {
 		const char *s;
@@ -523,6 +524,7 @@ static void mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_
 	if (r == 0) {
 		struct fs_params fp;
 
+		m->state_fd = TAKE_FD(fds[1]);
 		mount_params(w, m, &fp);
 		r = node_adopt(&fp, &fds[0], &m->fs);
 	}
@@ -605,6 +607,9 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 	struct mount *m = calloc(1, sizeof(*m));
 	const char *ref, *store, *cache, *mnt, *images, *endpoint;
 	int r = m ? 0 : -ENOMEM;
+
+	if (m)
+		m->state_fd = -1;
 
 	ref = req_str(req, "ref", &r);
 	store = req_str(req, "store", &r);

@@ -29,7 +29,7 @@
 #define NODE_RETRIES 5
 /* A reply may wait for a mount, which may wait for an index from a slow
  * store (retried for the fetch timeout): long, but not forever. */
-#define NODE_REPLY_TIMEOUT_S 600
+#define NODE_REPLY_TIMEOUT_S 3600
 
 const char *node_socket_path(const char *opt)
 {

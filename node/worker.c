@@ -43,6 +43,7 @@
 #include "lib/loop.h"
 #include "node/metrics.h"
 #include "node/node-internal.h"
+#include "node/prefetch.h"
 #include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
@@ -87,9 +88,21 @@ struct mount {
 
 struct worker;
 
+/* A prefetch a client waits for: answered once it has finished. */
+struct pjob {
+	struct node_prefetch *pf;
+	struct index_map im;
+	uint64_t *pack_offsets;
+	char hex[HASH_HEX_SIZE];
+	char *ref, *cache_dir;
+	bool decode;
+	struct buf log;           /* what was logged while it started */
+};
+
 struct client {
 	struct client *next;
 	struct worker *w;
+	struct pjob *job;         /* a prefetch under way, answered when it ends */
 	int fd;
 	struct buf in;
 	int64_t poll_id;
@@ -838,6 +851,155 @@ static int do_upgrade(struct worker *w, const struct json *req, struct buf *out)
 	return buf_printf(out, ",\"pid\":%d", (int)getpid());
 }
 
+static void pjob_free(struct pjob *j)
+{
+	if (!j)
+		return;
+	node_prefetch_free(j->pf);
+	index_map_free(&j->im);
+	free(j->pack_offsets);
+	free(j->ref);
+	free(j->cache_dir);
+	buf_free(&j->log);
+	free(j);
+}
+
+/* Start a prefetch; the client gets its answer when it ends (1). */
+static int do_prefetch(struct worker *w, const struct json *req, struct pjob **ret)
+{
+	struct pjob *j = calloc(1, sizeof(*j));
+	const char *ref, *store, *cache, *endpoint;
+	const struct json *paths = json_get(req, "paths");
+	_cleanup_free_ const char **pv = NULL;
+	struct image_profile *prof = NULL;
+	bool profiled = false, no_profile = false;
+	struct nstore *st;
+	struct ncache *nc;
+	int64_t timeout = (int64_t)w->cfg->fetch_timeout_ms;
+	int r = j ? 0 : -ENOMEM;
+
+	ref = req_str(req, "ref", &r);
+	store = req_str(req, "store", &r);
+	cache = req_str(req, "cache", &r);
+	endpoint = req_str(req, "s3_endpoint", &r);
+	if (r == 0 && !ref)
+		r = log_error(-EINVAL, "request: prefetch: no ref");
+	if (r == 0 && ((json_get(req, "decode") && json_bool(json_get(req, "decode"), &j->decode) < 0) ||
+	               (json_get(req, "profiled") && json_bool(json_get(req, "profiled"), &profiled) < 0) ||
+	               (json_get(req, "no_profile") && json_bool(json_get(req, "no_profile"), &no_profile) < 0) ||
+	               (json_get(req, "fetch_timeout_ms") &&
+	                (json_int(json_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
+		r = log_error(-EINVAL, "request: prefetch: a bad option");
+	if (r == 0 && paths && !json_is(paths, JSON_ARRAY))
+		r = log_error(-EINVAL, "request: prefetch: paths: not an array");
+	if (r == 0 && json_len(paths)) {
+		pv = calloc(json_len(paths), sizeof(*pv));
+		if (!pv)
+			r = -ENOMEM;
+		for (size_t i = 0; r == 0 && i < json_len(paths); i++)
+			if (!(pv[i] = json_cstr(json_at(paths, i))))
+				r = log_error(-EINVAL, "request: prefetch: paths: not strings");
+	}
+	if (r < 0)
+		goto fail;
+	j->ref = strdup(ref);
+	j->cache_dir = strdup(cache ? cache : w->cfg->cache_dir);
+	st = node_store_get(w, store ? store : w->cfg->store_url, endpoint, (uint64_t)timeout);
+	if (!j->ref || !j->cache_dir || !st) {
+		r = -EIO;
+		goto fail;
+	}
+	/* the index first: a cache disk without room for it says so */
+	r = store_resolve(st->s, ref, j->hex);
+	if (r == 0)
+		r = load_index(st->s, j->cache_dir, j->hex, &j->im);
+	if (r == 0)
+		r = index_map_keep(&j->im);
+	if (r < 0)
+		goto fail;
+	nc = node_cache_get(w, j->cache_dir);
+	if (!nc) {
+		r = -EIO;
+		goto fail;
+	}
+	r = tools_pack_offsets(st->s, j->im.img, j->hex, &j->pack_offsets);
+	if (r < 0)
+		goto fail;
+	if (!no_profile) {
+		struct image_info info;
+		const char *why = NULL;
+
+		image_get_info(j->im.img, &info);
+		(void)tools_profile_fetch(st->s, j->hex, &prof);
+		if (prof && image_profile_check(prof, info.chunks, &why) < 0) {
+			log_msg(LOG_WARN, "profile of index %s: %s; not used", j->hex, why);
+			image_profile_free(prof);
+			prof = NULL;
+		}
+		if (profiled && !prof) {
+			r = log_error(-ENOENT, "prefetch '%s': --profiled, but the store has no usable "
+			              "profile of index %s", ref, j->hex);
+			goto fail;
+		}
+	}
+	{
+		struct node_prefetch_params pp = {
+			.img = j->im.img,
+			.hex = j->hex,
+			.ref = ref,
+			.cache = nc->c,
+			.store = st->s,
+			.pack_offsets = j->pack_offsets,
+			.prof = prof,
+			.paths = pv,
+			.npaths = json_len(paths),
+			.decode = j->decode,
+			.profiled = profiled,
+		};
+
+		r = node_prefetch_start(&pp, &j->pf);
+	}
+	image_profile_free(prof);
+	if (r < 0)
+		goto fail;
+	*ret = j;
+	return 1;
+fail:
+	pjob_free(j);
+	return r < 0 ? r : -EIO;
+}
+
+/* The answer to a finished prefetch. */
+static int prefetch_reply(struct pjob *j, struct buf *reply)
+{
+	struct node_prefetch_result res;
+	char err[512] = "";
+	int r;
+
+	node_prefetch_result(j->pf, &res);
+	if (res.failed)
+		snprintf(err, sizeof(err), "prefetch '%s': %llu of %llu chunks could not be fetched: %s",
+		         j->ref, (unsigned long long)res.failed, (unsigned long long)res.chunks,
+		         strerror(-(res.first_error ? res.first_error : -EIO)));
+	else if (res.unkept)
+		snprintf(err, sizeof(err), "prefetch '%s': %llu of %llu chunks could not be written "
+		         "into cache '%s' (disk full or failing)", j->ref,
+		         (unsigned long long)res.unkept, (unsigned long long)res.chunks, j->cache_dir);
+	r = buf_printf(reply, "{\"ok\":%s,\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%llu,"
+	               "\"bytes\":%llu,\"failed\":%llu,\"seconds\":%.3f", *err ? "false" : "true",
+	               j->hex, j->decode ? "decoded" : "staged", (unsigned long long)res.chunks,
+	               (unsigned long long)res.bytes, (unsigned long long)res.failed, res.seconds);
+	if (*err) {
+		r = r ?: buf_printf(reply, ",\"error\":");
+		r = r ?: node_json_str(reply, err);
+	}
+	if (j->log.len > 1) {
+		r = r ?: buf_printf(reply, ",\"log\":");
+		r = r ?: node_json_str(reply, (char *)j->log.data);
+	}
+	return r ?: buf_printf(reply, "}\n");
+}
+
 static void capture_begin(struct worker *w)
 {
 	fflush(stderr);
@@ -886,6 +1048,16 @@ static const struct {
 	{ "upgrade", do_upgrade },
 };
 
+static void send_reply(struct client *c, const struct buf *reply)
+{
+	struct timeval tv = { .tv_sec = 2 };
+	int fl = fcntl(c->fd, F_GETFL);
+
+	(void)fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	(void)write_full(c->fd, reply->data, reply->len);
+}
+
 /* Answer one request.  The reply is written with a send timeout: a client
  * that does not read gets cut off, the node goes on. */
 static void handle(struct worker *w, struct client *c)
@@ -913,10 +1085,19 @@ static void handle(struct worker *w, struct client *c)
 				break;
 		if (i < ARRAY_SIZE(verbs))
 			r = verbs[i].fn(w, req, &out);
+		else if (!strcmp(verb, "prefetch"))
+			r = do_prefetch(w, req, &c->job);
 		else
 			r = log_error(-EINVAL, "request: unknown verb '%.64s'", verb);
 	}
 	capture_end(w, &log);
+	if (r == 1) {
+		/* answered when the prefetch ends (serve_clients) */
+		c->job->log = log;
+		log = (struct buf)BUF_INIT;
+		json_free(req);
+		return;
+	}
 	if (r < 0) {
 		/* the last line logged says why (without "lazyroot: " and its
 		 * newline); else the errno */
@@ -949,14 +1130,7 @@ static void handle(struct worker *w, struct client *c)
 		reply.len = 0;
 		(void)buf_printf(&reply, "{\"ok\":false,\"error\":\"out of memory\"}\n");
 	}
-	{
-		struct timeval tv = { .tv_sec = 2 };
-		int fl = fcntl(c->fd, F_GETFL);
-
-		(void)fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
-		(void)setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		(void)write_full(c->fd, reply.data, reply.len);
-	}
+	send_reply(c, &reply);
 	json_free(req);
 }
 
@@ -972,6 +1146,7 @@ static void client_free(struct worker *w, struct client *c)
 	w->nclients--;
 	close(c->fd);
 	buf_free(&c->in);
+	pjob_free(c->job);
 	free(c);
 }
 
@@ -1154,10 +1329,23 @@ static void serve_clients(struct worker *w)
 	for (bool again = true; again;) {
 		again = false;
 		for (struct client *c = w->clients; c; c = c->next) {
+			if (c->job) {
+				_cleanup_(buf_freep) struct buf reply = BUF_INIT;
+
+				if (!node_prefetch_finished(c->job->pf))
+					continue;
+				if (prefetch_reply(c->job, &reply) == 0)
+					send_reply(c, &reply);
+				client_free(w, c);
+				again = true;
+				break;
+			}
 			if (!c->done || c->polling)
 				continue;
 			if (c->in.len)
 				handle(w, c);
+			if (c->job)
+				continue;   /* a prefetch: answered when it ends */
 			client_free(w, c);
 			again = true;   /* handling ran the loop: the list may have changed */
 			break;
@@ -1303,9 +1491,12 @@ out:
 		(void)loop_cancel_poll(w.l, w.listen_poll);
 	if (w.chan_polling)
 		(void)loop_cancel_poll(w.l, w.chan_poll);
-	for (struct client *c = w.clients; c; c = c->next)
+	for (struct client *c = w.clients; c; c = c->next) {
 		if (c->polling)
 			(void)loop_cancel_poll(w.l, c->poll_id);
+		if (c->job)
+			node_prefetch_stop(c->job->pf);
+	}
 	while (loop_pending(w.l) && loop_run_once(w.l, true) >= 0)
 		;
 	while (w.clients)

@@ -68,7 +68,7 @@ check test "$(json used)" -le $((1 << 20))
 tiny=$WORK/tiny
 mkdir -p "$tiny"
 mount -t tmpfs -o size=64k tmpfs "$tiny"
-cleanup_add umount "$tiny"
+cleanup_add umount -l "$tiny"   # the node service keeps the cache there open until it stops
 full_prefetch() {
 	local rc=0
 	"$LAZYROOT" cache prefetch tools:1 --store "dir:$store" --cache "$tiny/c" --no-progress \

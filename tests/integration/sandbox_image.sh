@@ -8,8 +8,8 @@
 #     `lazyroot image extract` still see the originals;
 #   - the image config's env, working directory and user apply, and --env/--workdir/--user
 #     override them;
-#   - a bad REF fails with one line naming it and mounts nothing; a mount whose daemon died is
-#     made again by the next run;
+#   - a bad REF fails with one line naming it and mounts nothing; a run naming another store
+#     gets its own mount; a mount whose server was killed serves the next run;
 #   - teardown leaves no sandbox, cgroup or mount except the shared node mounts, which
 #     `lazyroot umount` ends.
 . "$(dirname "$0")/../lib/common.sh"
@@ -154,13 +154,19 @@ check test "$(find "$images" -mindepth 1 -maxdepth 1 -type d | wc -l)" = "$(wc -
 # image and --rootfs together are refused before anything happens
 check_status 125 "$LAZYROOT" run deb:plain --rootfs "$ROOTFS" -- /bin/true
 
-# --- by index name, on a node that keeps the index, a run needs no store at all
-check_status 0 irun "$(hex deb:plain)" --store "dir:$WORK/no-store" -- /bin/true
+# --- a mount is (store, index): by index name, a run naming another store (here a copy) gets
+# a mount of its own, IMAGES/<index>-<store hash>, never the existing one's
+cp -a "$WORK/store" "$WORK/store-copy"
+check_status 0 irun "$(hex deb:plain)" --store "dir:$WORK/store-copy" -- /bin/true
+other=$(node_mounts | grep "^$plain-")
+check test -n "$other"
+check test "$(node_mounts | grep -c "^$plain")" = 2
+check "$LAZYROOT" umount "$other"
 err=$(irun "$(hex tree:test | tr 0-9a-f a-f0-9)" --store "dir:$WORK/no-store" -- /bin/true 2>&1) &&
 	fail "an index the node does not keep ran without its store"
 check test "$(wc -l <<<"$err")" = 1
 
-# --- the daemon of a shared mount dies: the next run mounts the image again
+# --- the process serving a shared mount is killed: the next run finds the image mounted
 dev=$(awk -v m="$plain" '$5 == m { print $3 }' /proc/self/mountinfo)
 pid=$(cat "$WORK/cache/mounts/$dev")
 kill -KILL "$pid"

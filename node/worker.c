@@ -647,6 +647,18 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		r = mopts_parse(w, json_get(req, "options"), &m->o);
 	if (r < 0)
 		goto out;
+	/* Resolving a path inside a mount this worker serves would wait for
+	 * this worker: refused before any path is looked at. */
+	for (size_t i = 0; i < w->nmounts; i++) {
+		const char *p = mnt ? mnt : images ? images : w->cfg->images_dir;
+		size_t n = strlen(w->mounts[i]->mountpoint);
+
+		if (!strncmp(p, w->mounts[i]->mountpoint, n) && p[n] == '/') {
+			r = log_error(-EINVAL, "mount '%s': inside '%s', a mount of this node", p,
+			              w->mounts[i]->mountpoint);
+			goto out;
+		}
+	}
 	/* An index name this node keeps needs no store to resolve; a tag always
 	 * asks the store, as tags move. */
 	if (!mnt && is_hex32(ref)) {

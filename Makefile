@@ -1,6 +1,8 @@
 # lazyroot — plain Makefile.  `make`, `make test`, `make asan`, `make install`, `make bench`.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR ?=
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -152,14 +154,21 @@ fuzz:
 bench:
 	$(Q)scripts/install-deps bench
 	$(Q)$(MAKE) --no-print-directory bench-build
-	$(Q)for b in bench/*/run; do BUILD=$(BUILD) $$b || exit 1; done
+	$(Q)for b in bench/*/run; do \
+		BENCH_SUMMARY=bench/results/$$(basename $$(dirname $$b)).jsonl BUILD=$(BUILD) $$b || exit 1; \
+	done
+	$(Q)bench/report
+
+MAN_PAGES = $(wildcard man/*.1)
 
 bench-build: $(BUILD)/lazyroot $(BENCH_BINS)
 	@:
 
 install: $(BUILD)/lazyroot
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 completion/lazyroot.bash $(DESTDIR)$(BASHCOMPDIR)/lazyroot
 
 clean:
 	rm -rf build build-asan build-fuzz

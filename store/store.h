@@ -34,7 +34,7 @@
  * CURL_CA_BUNDLE, else SSL_CERT_FILE (a file), and SSL_CERT_DIR (a directory).
  * Tuning through the environment: LAZYROOT_HTTP_TRANSFERS (transfers in
  * flight per store handle, default 32: measured against nginx on loopback,
- * see bench/RESULTS.md), LAZYROOT_HTTP_CONNECT_TIMEOUT (seconds, default 5)
+ * see docs/perf-log.md, "Remote store: HTTP"), LAZYROOT_HTTP_CONNECT_TIMEOUT (seconds, default 5)
  * and LAZYROOT_HTTP_LOW_SPEED_TIME (a transfer moving under 1 KiB/s for this
  * many seconds is dropped and retried; default 10).
  *

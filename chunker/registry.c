@@ -24,16 +24,18 @@
  * as docker and skopeo also assume) for scope repository:NAME:pull, and fetches
  * again once when a later answer asks for another scope.
  *
- * Transfers run one at a time on a libcurl multi handle driven by poll() from
- * the calling thread: a layer's reader pulls bytes and the transfer advances
- * only while it waits, so memory stays at what one socket read delivers.
- * Connections are kept alive between requests.
+ * Transfers run one at a time on a libcurl multi handle driven by poll(),
+ * connections kept alive between requests.  Requests and answer heads are
+ * handled on the calling thread; a layer's body is then driven by a download
+ * thread that stays at most REG_STREAM_BUFFER bytes ahead of the tar reader,
+ * so that neither the network nor the chunker waits for the other.
  */
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <strings.h>
 #include <time.h>
 
@@ -47,10 +49,12 @@
 #define REG_ERROR_MAX 4096           /* error bodies kept for messages */
 #define REG_TOKEN_MAX (1u << 20)     /* largest token answer */
 #define REG_REDIRECTS 8
+#define REG_TRIES 3                  /* for a transport failure or a 5xx */
 #define REG_SOCKETS 16
 #define REG_CONNECT_TIMEOUT 10       /* s */
 #define REG_LOW_SPEED_TIME 30        /* s under 1 KiB/s before a transfer fails */
 #define REG_RECV_BUFFER (256 * 1024)
+#define REG_STREAM_BUFFER (16u << 20) /* a layer's bytes downloaded ahead of its reader */
 
 #define ACCEPT_MANIFESTS                                                                          \
 	"Accept: application/vnd.oci.image.index.v1+json, "                                        \
@@ -74,6 +78,13 @@ struct xfer {
 	bool too_large;
 	struct buf data;                /* the body (whole, or what a reader has not taken) */
 	size_t pos;                     /* stream: bytes of data already taken */
+	/* a streamed body's download thread: data, pos, finished and failed are
+	 * protected by reg.lock while it runs */
+	bool threaded;
+	pthread_t thread;
+	atomic_bool abort;              /* the reader is gone: end the transfer */
+	bool finished;                  /* the thread is done with the transfer */
+	bool failed;                    /* … and logged why (poll failed) */
 	struct curl_slist *headers;
 	char error[CURL_ERROR_SIZE];
 };
@@ -92,6 +103,8 @@ struct reg {
 
 	CURLM *multi;
 	CURL *easy;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;            /* data added or taken, transfer finished */
 	struct pollfd socks[REG_SOCKETS];
 	size_t n_socks;
 	bool timer_set;
@@ -484,6 +497,28 @@ static size_t write_cb(char *p, size_t size, size_t n, void *userp)
 	size_t len = size * n;
 	bool ok = x->status >= 200 && x->status < 300;
 
+	if (ok && x->stream && x->threaded) {
+		int r;
+
+		pthread_mutex_lock(&g->lock);
+		while (!x->abort && x->data.len - x->pos >= REG_STREAM_BUFFER)
+			pthread_cond_wait(&g->cond, &g->lock);
+		if (x->abort) {
+			pthread_mutex_unlock(&g->lock);
+			return 0;
+		}
+		if (x->pos == x->data.len) {
+			x->pos = x->data.len = 0;
+		} else if (x->pos > x->data.len / 2) {
+			memmove(x->data.data, x->data.data + x->pos, x->data.len - x->pos);
+			x->data.len -= x->pos;
+			x->pos = 0;
+		}
+		r = buf_append(&x->data, p, len);
+		pthread_cond_signal(&g->cond);
+		pthread_mutex_unlock(&g->lock);
+		return r < 0 ? 0 : len;
+	}
 	if (ok && x->stream) {
 		if (x->pos == x->data.len)
 			x->pos = x->data.len = 0;
@@ -507,6 +542,13 @@ static void xfer_end(struct reg *g)
 {
 	struct xfer *x = &g->x;
 
+	if (x->threaded) {
+		pthread_mutex_lock(&g->lock);
+		x->abort = true;
+		pthread_cond_broadcast(&g->cond);
+		pthread_mutex_unlock(&g->lock);
+		pthread_join(x->thread, NULL);
+	}
 	if (x->started)
 		curl_multi_remove_handle(g->multi, g->easy);
 	curl_slist_free_all(x->headers);
@@ -519,17 +561,22 @@ static int xfer_start(struct reg *g, const char *url, const char *accept, const 
                       bool stream, size_t max)
 {
 	struct xfer *x = &g->x;
+	const char *lines[] = { accept, authz };
 	CURL *e = g->easy;
 
 	xfer_end(g);
 	x->stream = stream;
 	x->max = max;
-	if (accept)
-		x->headers = curl_slist_append(x->headers, accept);
-	if (authz)
-		x->headers = curl_slist_append(x->headers, authz);
-	if ((accept || authz) && !x->headers)
-		return log_errno(-ENOMEM, "%s", g->ref);
+	for (size_t i = 0; i < ARRAY_SIZE(lines); i++) {
+		struct curl_slist *l;
+
+		if (!lines[i])
+			continue;
+		l = curl_slist_append(x->headers, lines[i]);
+		if (!l)
+			return log_errno(-ENOMEM, "%s", g->ref);
+		x->headers = l;
+	}
 	curl_easy_reset(e);
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
@@ -607,8 +654,9 @@ static int fail_transport(struct reg *g, const char *what, const char *url)
 {
 	const char *why = g->x.error[0] ? g->x.error : curl_easy_strerror(g->x.result);
 
+	/* a query string may be a signature (a presigned object store URL) */
 	return log_error(g->x.result == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
-	                 "%s: %s: GET %s: %s%s", g->ref, what, url,
+	                 "%s: %s: GET %.*s: %s%s", g->ref, what, (int)strcspn(url, "?"), url,
 	                 g->x.result == CURLE_PARTIAL_FILE ? "truncated: " : "", why);
 }
 
@@ -622,29 +670,56 @@ static int fail_status(struct reg *g, const char *what, const char *url)
 	if (st == 401)
 		return log_error(err, "%s: %s: registry refused access (401)%s%s", g->ref, what, detail,
 		                 g->user ? "" : "; no credentials given (--creds or docker login)");
-	return log_error(err, "%s: %s: GET %s answered %ld%s", g->ref, what, url, st, detail);
+	return log_error(err, "%s: %s: GET %.*s answered %ld%s", g->ref, what,
+	                 (int)strcspn(url, "?"), url, st, detail);
 }
 
 static int authenticate(struct reg *g, const char *challenge, const char *what);
 
+/* Whether to try a request again: a transport failure or a server error,
+ * before any byte of the body went to a reader; after a pause of 0.25 s, then
+ * 1 s. */
+static bool retry(struct reg *g, unsigned *tries)
+{
+	long st = g->x.status;
+	struct timespec t;
+
+	if (g->x.head_done && st != 500 && st != 502 && st != 503 && st != 504 &&
+	    !(st >= 200 && st < 300))
+		return false;
+	if (++*tries >= REG_TRIES)
+		return false;
+	t.tv_sec = *tries == 1 ? 0 : 1;
+	t.tv_nsec = *tries == 1 ? 250000000L : 0;
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+	return true;
+}
+
 /*
- * GET path on the registry (or an absolute URL), following redirects (without
- * credentials to another origin) and answering one authentication challenge.
- * On success a 2xx answer's head is in: its body is whole in g->x.data
- * unless stream is set, in which case the reader takes it from there.
+ * GET path on the registry, following redirects (without credentials to
+ * another origin), answering one authentication challenge, and trying again
+ * (from path, not from a redirect's target, which may have expired) after a
+ * transport failure or a 5xx answer.  On success a 2xx answer's head is in:
+ * its body is whole in g->x.data unless stream is set, in which case the
+ * reader takes it from there.
  */
 static int reg_get(struct reg *g, const char *path, const char *accept, const char *what,
                    bool stream, size_t max)
 {
 	_cleanup_free_ char *url = NULL;
-	unsigned redirects = 0, auths = 0;
+	unsigned redirects = 0, auths = 0, tries = 0;
 	int r;
 
-	if (asprintf(&url, "%s%s", g->origin, path) < 0)
-		return log_errno(-ENOMEM, "%s", g->ref);
 	for (;;) {
-		bool mine = same_origin(g, url);
+		bool mine;
 		long st;
+
+		if (!url && asprintf(&url, "%s%s", g->origin, path) < 0) {
+			url = NULL;
+			return log_errno(-ENOMEM, "%s", g->ref);
+		}
+		mine = same_origin(g, url);
 
 		r = xfer_start(g, url, accept, mine ? g->authz : NULL, stream, max);
 		if (r < 0)
@@ -652,8 +727,13 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 		r = xfer_wait_head(g);
 		if (r < 0)
 			return r;
-		if (!g->x.head_done)
+		if (!g->x.head_done) {
+			if (retry(g, &tries)) {
+				free(TAKE_PTR(url));
+				continue;
+			}
 			return fail_transport(g, what, url);
+		}
 		st = g->x.status;
 		if (st >= 200 && st < 300) {
 			if (stream)
@@ -664,8 +744,13 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 			if (g->x.too_large)
 				return log_error(-EFBIG, "%s: %s: larger than %zu bytes", g->ref, what,
 				                 max);
-			if (g->x.result != CURLE_OK)
+			if (g->x.result != CURLE_OK) {
+				if (retry(g, &tries)) {
+					free(TAKE_PTR(url));
+					continue;
+				}
 				return fail_transport(g, what, url);
+			}
 			return 0;
 		}
 		r = xfer_wait_done(g);  /* a small error or redirect body */
@@ -697,6 +782,11 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 			r = authenticate(g, challenge, what);
 			if (r < 0)
 				return r;
+			free(TAKE_PTR(url));
+			continue;
+		}
+		if (retry(g, &tries)) {
+			free(TAKE_PTR(url));
 			continue;
 		}
 		return fail_status(g, what, url);
@@ -908,57 +998,96 @@ struct blob_stream {
 };
 
 /*
- * tar_read_fn over the blob in flight.  The bytes that complete the blob
- * are handed out only once the transfer has ended and the whole blob's size
- * and digest match: the tar reader never sees the end of a blob that is
- * wrong, so a bad blob fails with this one message, not with a tar error.
+ * tar_read_fn over the blob in flight, which the download thread fills.  The
+ * bytes that complete the blob are handed out only once the transfer has
+ * ended and the whole blob's size and digest match: the tar reader never sees
+ * the end of a blob that is wrong, so a bad blob fails with this one message,
+ * not with a tar error.
  */
 static ssize_t blob_read(void *ctx, void *buf, size_t len)
 {
 	struct blob_stream *s = ctx;
 	struct reg *g = s->g;
 	struct xfer *x = &g->x;
+	ssize_t ret;
 	int r;
 
+	pthread_mutex_lock(&g->lock);
 	for (;;) {
 		size_t avail = x->data.len - x->pos, n;
 
-		if (s->got + avail > s->size)
-			return log_error(-EBADMSG, "%s: %s sha256:%s: more than the %llu bytes its "
-			                 "descriptor says", g->ref, s->what, s->hex,
-			                 (unsigned long long)s->size);
+		if (s->got + avail > s->size) {
+			ret = log_error(-EBADMSG, "%s: %s sha256:%s: more than the %llu bytes its "
+			                "descriptor says", g->ref, s->what, s->hex,
+			                (unsigned long long)s->size);
+			break;
+		}
 		if (avail && (s->verified || s->got + avail < s->size)) {
 			n = MIN(len, avail);
 			memcpy(buf, x->data.data + x->pos, n);
+			x->pos += n;
+			pthread_cond_signal(&g->cond);
+			pthread_mutex_unlock(&g->lock);
 			if (!s->verified)
 				sha256_update(&s->h, buf, n);
-			x->pos += n;
 			s->got += n;
 			return (ssize_t)n;
 		}
-		if (s->verified)
-			return 0;
-		if (!x->done) {
-			r = drive(g);
-			if (r < 0)
-				return r;
+		if (s->verified) {
+			ret = 0;
+			break;
+		}
+		if (!x->finished) {
+			pthread_cond_wait(&g->cond, &g->lock);
 			continue;
 		}
-		if (x->result != CURLE_OK)
-			return log_error(-EIO, "%s: %s sha256:%s: truncated after %llu of %llu bytes: %s",
-			                 g->ref, s->what, s->hex, (unsigned long long)(s->got + avail),
-			                 (unsigned long long)s->size,
-			                 x->error[0] ? x->error : curl_easy_strerror(x->result));
-		if (s->got + avail != s->size)
-			return log_error(-EBADMSG, "%s: %s sha256:%s: truncated: %llu of %llu bytes",
-			                 g->ref, s->what, s->hex, (unsigned long long)(s->got + avail),
-			                 (unsigned long long)s->size);
+		/* the thread is done: nothing changes the buffer any more */
+		if (x->failed) {
+			ret = -EIO;
+			break;
+		}
+		if (x->result != CURLE_OK) {
+			ret = log_error(-EIO, "%s: %s sha256:%s: truncated after %llu of %llu bytes: %s",
+			                g->ref, s->what, s->hex, (unsigned long long)(s->got + avail),
+			                (unsigned long long)s->size,
+			                x->error[0] ? x->error : curl_easy_strerror(x->result));
+			break;
+		}
+		if (s->got + avail != s->size) {
+			ret = log_error(-EBADMSG, "%s: %s sha256:%s: truncated: %llu of %llu bytes",
+			                g->ref, s->what, s->hex, (unsigned long long)(s->got + avail),
+			                (unsigned long long)s->size);
+			break;
+		}
 		sha256_update(&s->h, x->data.data + x->pos, avail);
 		r = check_sha256(g, s->what, s->hex, &s->h);
-		if (r < 0)
-			return r;
+		if (r < 0) {
+			ret = r;
+			break;
+		}
 		s->verified = true;
 	}
+	pthread_mutex_unlock(&g->lock);
+	return ret;
+}
+
+/* The download thread: drives the transfer to its end, the reader's pace
+ * set by write_cb waiting while REG_STREAM_BUFFER bytes are unread.  So the
+ * network never waits on the chunker, nor the chunker on a producer that is
+ * slow to be scheduled, up to that bound. */
+static void *download_main(void *arg)
+{
+	struct reg *g = arg;
+	int r = 0;
+
+	while (!g->x.done && !g->x.abort && r >= 0)
+		r = drive(g);
+	pthread_mutex_lock(&g->lock);
+	g->x.finished = true;
+	g->x.failed = r < 0 || (!g->x.done && g->x.abort);
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
 }
 
 static int reg_apply_layer(void *ctx, struct build *b, const char *hex, uint64_t size,
@@ -982,9 +1111,17 @@ static int reg_apply_layer(void *ctx, struct build *b, const char *hex, uint64_t
 		                 "the descriptor says %llu", g->ref, what, hex,
 		                 g->x.length < size ? "truncated" : "too long",
 		                 (unsigned long long)g->x.length, (unsigned long long)size);
+	g->x.threaded = true;
+	r = pthread_create(&g->x.thread, NULL, download_main, g);
+	if (r != 0) {
+		g->x.threaded = false;
+		return log_errno(-r, "%s: %s: a download thread", g->ref, what);
+	}
 	r = tar_reader_new_fn(blob_read, &s, name, &rd);
-	if (r < 0)
+	if (r < 0) {
+		xfer_end(g);
 		return r;
+	}
 	r = tar_apply(b, rd, name, true);
 	if (r >= 0)
 		r = tar_reader_finish(rd, &raw);  /* reads to the end: size and digest checked */
@@ -1032,7 +1169,8 @@ static int fetch_top(struct reg *g, struct buf *ret, char *mt, size_t mtlen)
 
 int source_registry(struct build *b, const char *ref, const struct registry_params *p)
 {
-	struct reg g = { .ref = ref, .p = p };
+	struct reg g = { .ref = ref, .p = p, .lock = PTHREAD_MUTEX_INITIALIZER,
+	                 .cond = PTHREAD_COND_INITIALIZER };
 	struct buf top = BUF_INIT;
 	char mt[128];
 	const struct oci_source src = {
@@ -1069,7 +1207,7 @@ int source_registry(struct build *b, const char *ref, const struct registry_para
 	curl_multi_setopt(g.multi, CURLMOPT_TIMERDATA, &g);
 
 	/* The API check; its challenge, if any, tells how to authenticate. */
-	r = reg_get(&g, "/v2/", NULL, "registry", false, REG_ERROR_MAX);
+	r = reg_get(&g, "/v2/", NULL, "/v2/", false, REG_ERROR_MAX);
 	if (r < 0)
 		goto out;
 	r = fetch_top(&g, &top, mt, sizeof(mt));

@@ -429,9 +429,11 @@ static int phase_two_ready(struct gc *g, const struct record *rec, int64_t t)
 	store_keys_destroy(&still);
 	if (r < 0)
 		return r;
+	/* the grace of the run that finishes: the leases carry safety, the grace
+	 * only how long a mount of a replaced image still finds it (GC.md) */
 	g->rep->leases_waited = waiting;
-	g->rep->phase_two_at = rec->moved_at + rec->grace;
-	return waiting == 0 && t >= rec->moved_at + rec->grace;
+	g->rep->phase_two_at = rec->moved_at + MIN(rec->grace, g->p->grace);
+	return waiting == 0 && t >= g->rep->phase_two_at;
 }
 
 static int phase_two(struct gc *g)

@@ -804,20 +804,17 @@ static int list_url(struct xfer *x)
 	size_t n;
 	int r;
 
-	/* the directory itself: key without its trailing '/', then '/' again */
+	/* the directory's path as it is (a fan-out directory "chunks/ab/" is not a
+	 * key, and must not be laid out as one) */
 	n = strlen(x->prefix);
 	if (n == 0 || n >= sizeof(url))
 		return -EINVAL;
-	{
-		char key[4096];
-
-		memcpy(key, x->prefix, n - 1);
-		key[n - 1] = 0;
-		r = http_key_url(x->h->base, key, url, sizeof(url) - 1);
-	}
+	r = snprintf(url, sizeof(url), "%s/", x->h->base);
+	if (r < 0 || (size_t)r >= sizeof(url))
+		return -ENAMETOOLONG;
+	r = url_encode(x->prefix, "-._~/:@", url + r, sizeof(url) - (size_t)r);
 	if (r < 0)
 		return r;
-	strcat(url, "/");
 	free(x->url);
 	x->url = strdup(url);
 	return x->url ? 0 : -ENOMEM;

@@ -82,8 +82,13 @@ run_suite() {  # KIND STORE-URL DATA-DIR (the files behind it, for dir: and ngin
 	out=$("$LAZYROOT" store gc --grace 1h --json --store "$s")
 	check test "$(jget moved <<<"$out")" = 0
 	check test "$(jget unreachable <<<"$out")" -ge 2
-	check "$LAZYROOT" store gc --grace 0 --store "$s"   # the waiting collection ends...
-	out=$("$LAZYROOT" store gc --grace 0 --json --store "$s")  # ...and a new one takes app:3's
+	# the waiting collection ends (its grace cut short); a new one takes app:3's objects
+	out=$("$LAZYROOT" store gc --grace 0 --json --store "$s")
+	check test "$(jget phase_two <<<"$out")" = True
+	check test "$(jget phase_one <<<"$out")" = False
+	out=$("$LAZYROOT" store gc --grace 0 --json --store "$s")
+	check test "$(jget deleted <<<"$out")" -ge 2
+	out=$("$LAZYROOT" store gc --dry-run --grace 0 --json --store "$s")
 	check test "$(jget unreachable <<<"$out")" = 0
 
 	# --- 2. verify

@@ -138,7 +138,7 @@ copy_suite() {  # FROM TO TO-KIND
 	check test "$(jget sent <<<"$out")" -ge 1
 	check test "$(jget sent <<<"$out")" -lt "$(jget chunks <<<"$out")"
 	if [ "$3" = nginx ]; then
-		check test "$(grep -c '"PUT /chunks/' "$NGINX_DIR/access.log")" = "$(jget sent <<<"$out")"
+		check test "$(grep -c '"PUT /c/chunks/' "$NGINX_DIR/access.log")" = "$(jget sent <<<"$out")"
 	fi
 	rm -rf "$WORK/x"
 	check "$LAZYROOT" image extract copy:2 "$WORK/x" --store "$to"

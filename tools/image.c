@@ -527,7 +527,10 @@ static int image_rm(struct store *s, char **refs, int n)
 			ret = log_error(r, "image '%s': not a valid name[:tag]", refs[i]);
 			continue;
 		}
-		r = store_delete_sync(s, key);
+		/* a HEAD first: S3 answers a DELETE of nothing with success */
+		r = (int)store_head_sync(s, key);
+		if (r >= 0)
+			r = store_delete_sync(s, key);
 		if (r == -ENOENT)
 			ret = log_error(r, "image '%s': no such tag in store '%s'", refs[i], store_url(s));
 		else if (r < 0)
@@ -718,8 +721,6 @@ out:
 	loaded_free(&l);
 	store_free(src);
 	store_free(dst);
-	if (r < 0)
-		log_error(r, "copy '%s' from '%s' to '%s': failed; no tag written", ref, from, to);
 	return r;
 }
 

@@ -12,7 +12,10 @@
 #  4. the race: 4 builders push images sharing most of their chunks while a loop of
 #     `store gc --grace 0` runs and a mount reads; afterwards every tag's image extracts
 #     exactly, and after a last collection nothing a tag does not reach is left;
-#  5. gc killed with SIGKILL at random points while builders push: a rerun completes and
+#  5. a reader of a tag pushed while its chunks were aside (a builder that found them
+#     present just before phase one moved them): mount and extract read every byte from
+#     aside, phase two brings them back once the builder's lease ends;
+#  6. gc killed with SIGKILL at random points while builders push: a rerun completes and
 #     nothing reachable is lost.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/nginx.sh"
@@ -152,20 +155,24 @@ race_suite() {  # KIND STORE-URL
 	for v in a b c d; do
 		check "$LAZYROOT" build "$WORK/t$v" --store "$s" --tag "race/$v:0" --no-progress
 	done
-	check "$LAZYROOT" mount race/a:0 "$mnt" --store "$s" --cache "$cache-$kind"
+	check "$LAZYROOT" build "$WORK/ta" --store "$s" --tag race/keep:0 --no-progress
+	check "$LAZYROOT" mount race/keep:0 "$mnt" --store "$s" --cache "$cache-$kind"
 	rm -f "$stop"
 	( while [ ! -e "$stop" ]; do
 		"$LAZYROOT" store gc --grace 0 --lease-ttl 6 --store "$s" >/dev/null 2>>"$WORK/gc-$kind.err" || true
 	done ) &
 	local gcpid=$!
 	for v in a b c d; do
-		( for i in 1 2 3; do
-			# each round replaces the tag: the old image becomes garbage while others push
+		( for i in 1 2 3 4; do
+			# each round pushes the image again and removes its tag (but the last): its
+			# chunks are garbage while the next round's dedup checks find them, or not
 			"$LAZYROOT" build "$WORK/t$v" --store "$s" --tag "race/$v:$i" --no-progress \
 				>/dev/null || exit 1
-			"$LAZYROOT" image rm "race/$v:$((i - 1))" --store "$s" || exit 1
+			[ "$i" = 4 ] || "$LAZYROOT" image rm "race/$v:$i" --store "$s" || exit 1
+			"$LAZYROOT" image rm "race/$v:0" --store "$s" 2>/dev/null || true
 			"$LAZYROOT" build "$WORK/t$(tr abcd efgh <<<"$v")" --store "$s" \
 				--tag "race/x$v:$i" --no-progress >/dev/null || exit 1
+			[ "$i" = 4 ] || "$LAZYROOT" image rm "race/x$v:$i" --store "$s" || exit 1
 		done ) &
 		pids+=($!)
 	done
@@ -176,7 +183,7 @@ race_suite() {  # KIND STORE-URL
 	check compare_trees --no-atime --ignore-root-mtime "$WORK/ta" "$mnt"
 	unmount_it
 	for v in a b c d; do
-		for t in "race/$v:3" "race/x$v:3"; do
+		for t in "race/$v:4" "race/x$v:4"; do
 			rm -rf "$WORK/x"
 			check "$LAZYROOT" image extract "$t" "$WORK/x" --store "$s"
 			[ "${t#race/x}" = "$t" ] && src=$WORK/t$v || src=$WORK/t$(tr abcd efgh <<<"$v")
@@ -221,8 +228,63 @@ kill_suite() {  # KIND STORE-URL
 	check "$LAZYROOT" store verify --data 100 --store "$s"
 }
 
+# A reader of a tag pushed while its chunks are aside: a builder (its lease written here, as
+# `lazyroot build` writes it) found every chunk present, then phase one moved them aside, then
+# it wrote its tag.  A mount with an empty cache and an extract read every byte from aside;
+# phase two, once the lease ends, brings them back.
+aside_suite() {  # KIND STORE-URL PUT-CMD (a command that writes KEY from stdin)
+	local kind=$1 s=$2 put=$3 hex out
+	log "=== reading across a collection on $kind"
+	check "$LAZYROOT" build "$WORK/tg" --store "$s" --tag across:1 --no-progress
+	hex=$("$LAZYROOT" image ls --json --store "$s" |
+		python3 -c 'import json,sys; print([t["index"] for t in json.load(sys.stdin) if t["ref"]=="across:1"][0])')
+	check "$LAZYROOT" image rm across:1 --store "$s"
+	echo '{}' | $put "leases/build-300-0000000000000001"
+	out=$("$LAZYROOT" store gc --grace 0 --json --store "$s")
+	log "phase one with a lease: $out"
+	check test "$(jget waiting <<<"$out")" = True
+	check test "$(jget moved <<<"$out")" -ge 2
+	echo "$hex" | $put "tags/across:1"           # the builder publishes
+	rm -rf "$cache-across"
+	check "$LAZYROOT" mount across:1 "$mnt" --store "$s" --cache "$cache-across"
+	check compare_trees --no-atime --ignore-root-mtime "$WORK/tg" "$mnt"
+	unmount_it
+	rm -rf "$WORK/x"
+	check "$LAZYROOT" image extract across:1 "$WORK/x" --store "$s"
+	check compare_trees --no-atime --ignore-root-mtime "$WORK/tg" "$WORK/x"
+	out=$("$LAZYROOT" store gc --grace 0 --json --store "$s")
+	check test "$(jget waiting <<<"$out")" = True       # the lease still lives
+	$put "leases/build-300-0000000000000001" delete
+	out=$("$LAZYROOT" store gc --grace 0 --json --store "$s")
+	log "phase two: $out"
+	check test "$(jget phase_two <<<"$out")" = True
+	check test "$(jget restored <<<"$out")" -ge 2
+	check "$LAZYROOT" store verify --data 100 --store "$s"
+	out=$("$LAZYROOT" store gc --dry-run --json --store "$s")
+	check test "$(jget deleted <<<"$out")" = 0
+}
+put_dir() {  # KEY [delete]
+	if [ "${2:-}" = delete ]; then rm -f "$WORK/dirstore/$1"; return; fi
+	mkdir -p "$(dirname "$WORK/dirstore/$1")"
+	cat >"$WORK/dirstore/$1"
+}
+put_nginx() {
+	if [ "${2:-}" = delete ]; then curl -sf -X DELETE "$NGINX_URL/$1"; return; fi
+	curl -sf -X PUT --data-binary @- "$NGINX_URL/$1"
+}
+put_s3() {
+	local k=${1/:/%3A}
+	if [ "${2:-}" = delete ]; then
+		s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -X DELETE "$RGW_ENDPOINT/$RGW_BUCKET/life/$k"
+		return
+	fi
+	s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -X PUT --data-binary @- \
+		"$RGW_ENDPOINT/$RGW_BUCKET/life/$k"
+}
+
 # ---- dir:
 run_suite dir "dir:$WORK/dirstore" "$WORK/dirstore"
+aside_suite dir "dir:$WORK/dirstore" put_dir
 race_suite dir "dir:$WORK/dirstore"
 kill_suite dir "dir:$WORK/dirstore"
 
@@ -230,6 +292,7 @@ kill_suite dir "dir:$WORK/dirstore"
 nginx_start "$WORK/ngdata"
 run_suite nginx "$NGINX_URL" "$WORK/ngdata"
 copy_suite "dir:$WORK/dirstore" "$NGINX_URL/c" nginx
+aside_suite nginx "$NGINX_URL" put_nginx
 race_suite nginx "$NGINX_URL"
 
 # a target that cannot be written: a read-only bind mount
@@ -259,6 +322,7 @@ check_not s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -X PUT -H 'If-None-Matc
 	--data-binary y "$RGW_ENDPOINT/$RGW_BUCKET/cond/once"
 run_suite s3 "$s3" ""
 copy_suite "dir:$WORK/dirstore" "s3://$RGW_BUCKET/copy" s3
+aside_suite s3 "$s3" put_s3
 race_suite s3 "$s3"
 rc=0
 err=$(AWS_SECRET_ACCESS_KEY=wrong "$LAZYROOT" image copy copy:1 --from "dir:$WORK/dirstore" \

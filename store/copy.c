@@ -3,8 +3,8 @@
  * each key a fresh HEAD of the target (never a remembered answer: a
  * collection may have moved it aside since), and for those it lacks a GET
  * from the source, the caller's check, and a PUT to the target.  A window of
- * objects is in flight at once; both stores run on one io_uring loop, so a
- * slow source and a slow target overlap.
+ * objects is in flight at once; both stores run on one io_uring loop (the
+ * caller's), so a slow source and a slow target overlap.
  */
 #include "lib/loop.h"
 #include "store/store-internal.h"
@@ -135,20 +135,12 @@ int store_copy_objects(struct store *src, struct store *dst, char *const *keys, 
 {
 	struct copy c = { .src = src, .dst = dst, .keys = keys, .n = n, .p = p, .rep = ret,
 	                  .window = p->window ? p->window : COPY_WINDOW };
-	struct loop *l = NULL;
+	struct loop *l = src->loop;
 	int r;
 
 	*ret = (struct store_copy_report){ .objects = n };
-	r = loop_new(256, &l);
-	if (r == 0)
-		r = store_set_loop(src, l);
-	if (r == 0)
-		r = store_set_loop(dst, l);
-	if (r < 0) {
-		store_set_loop(src, NULL);
-		loop_free(l);
-		return log_errno(r, "image copy: setting up");
-	}
+	if (!l || dst->loop != l)
+		return log_error(-EINVAL, "copying objects: both stores must run on one loop");
 	copy_fill(&c);
 	while (c.inflight) {
 		r = loop_run_once(l, true);
@@ -157,12 +149,6 @@ int store_copy_objects(struct store *src, struct store *dst, char *const *keys, 
 			break;
 		}
 	}
-	/* nothing is pending now (or the loop failed, and the stores go with it) */
-	if (c.inflight == 0) {
-		store_set_loop(src, NULL);
-		store_set_loop(dst, NULL);
-	}
-	loop_free(l);
 	if (p->progress)
 		p->progress(p->ud, ret);
 	return c.err;

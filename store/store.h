@@ -381,8 +381,9 @@ struct store_copy_params {
 };
 /* Copy keys[0..n) from src to dst: each one the target lacks (a fresh HEAD of
  * the target), read from src, checked, written to dst, many at once.  Both
- * stores are driven from this thread (an io_uring loop of its own).  Stops at
- * the first failure (logged, naming the object). */
+ * stores must be on one loop (store_set_loop), which this drives: free the
+ * stores before the loop.  Stops at the first failure (logged, naming the
+ * object). */
 int store_copy_objects(struct store *src, struct store *dst, char *const *keys, size_t n,
                        const struct store_copy_params *p, struct store_copy_report *ret);
 

@@ -16,6 +16,7 @@
 #include "chunker/chunker.h"
 #include "image/image.h"
 #include "lib/lib.h"
+#include "lib/loop.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -599,6 +600,7 @@ static int copy_small(struct store *src, struct store *dst, const char *key)
 static int image_copy(const char *ref, const char *from, const char *to, bool json)
 {
 	struct store *src = NULL, *dst = NULL;
+	struct loop *lp = NULL;
 	struct store_lease *lease = NULL;
 	struct loaded l = { 0 };
 	struct copier c = { .progress = !json && isatty(2), .started = now_ns() };
@@ -611,9 +613,19 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 	bool tagged = false, profile = false, pack = false;
 	int r;
 
+	/* both stores on one loop, so that reading one and writing the other overlap;
+	 * the sync calls below drive it too */
+	r = loop_new(256, &lp);
+	if (r < 0) {
+		lp = NULL;
+		log_errno(r, "image copy: setting up");
+		goto out;
+	}
 	r = store_open(from, &src);
 	if (r == 0)
 		r = store_open(to, &dst);
+	if (r == 0 && ((r = store_set_loop(src, lp)) < 0 || (r = store_set_loop(dst, lp)) < 0))
+		log_errno(r, "image copy: setting up");
 	if (r == 0)
 		r = load_image(src, ref, &l);
 	if (r < 0)
@@ -721,6 +733,10 @@ out:
 	loaded_free(&l);
 	store_free(src);
 	store_free(dst);
+	/* the stores' cancelled polls and timers complete, and free what they hold */
+	while (lp && loop_pending(lp) && loop_run_once(lp, true) >= 0)
+		;
+	loop_free(lp);
 	return r;
 }
 

@@ -744,9 +744,6 @@ int build_finish(struct build *b, const char *tag, struct build_summary *ret)
 	r = store_flush(b->store);
 	if (r < 0)
 		return log_errno(r, "store '%s': flushing chunks", store_url(b->store));
-	r = store_lease_check(b->lease);
-	if (r < 0)
-		return r;
 	r = image_write(b->tree, &idx);
 	if (r < 0)
 		return log_errno(r, "build: writing the index");

@@ -15,6 +15,7 @@ int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_store(int argc, char **argv);
 int cmd_node(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */

@@ -1,45 +1,52 @@
-/* takeover.c — see takeover.h. */
-#include <sys/mount.h>
-
+/* takeover.c — see takeover.h: fs/'s takeover calls, and what the node does
+ * when one is not possible. */
 #include "fs/fs.h"
 #include "lib/lib.h"
 #include "node/takeover.h"
 
 int node_state_new(void)
 {
-	return -1;
+	int fd = fs_state_new();
+
+	if (fd < 0) {
+		log_errno(fd, "node: a state file for a new mount (it will end with its worker)");
+		return -1;
+	}
+	return fd;
 }
 
 int node_fuse_fd(struct fs *f)
 {
-	(void)f;
-	return -1;
+	return fs_fuse_fd(f);
 }
 
 int node_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret)
 {
-	(void)p;
-	(void)ret;
-	if (*fuse_fd >= 0)
-		close(*fuse_fd);
-	*fuse_fd = -1;
-	return -ENOTCONN;
+	return fs_adopt(p, fuse_fd, ret);
 }
 
 void node_leave(struct fs *f)
 {
-	fs_free(f);
+	fs_leave(f);
 }
 
 int node_abort_mount(const char *mountpoint)
 {
-	if (umount2(mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-		return -errno;
-	return 0;
+	return fs_abort_mount(mountpoint);
 }
 
 void node_fs_status(struct fs *f, struct node_fs_status *ret)
 {
-	(void)f;
+	struct fs_status st;
+
 	*ret = (struct node_fs_status){ 0 };
+	if (!f)
+		return;
+	fs_get_status(f, &st);
+	*ret = (struct node_fs_status){
+		.requests = st.requests,
+		.resends = st.resends,
+		.open_files = st.open_files,
+		.adopted = st.adopted,
+	};
 }

@@ -389,6 +389,7 @@ static void mount_params(struct worker *w, struct mount *m, struct fs_params *fp
 		.no_cpu_latency = !m->o.cpu_latency,
 		.record = m->o.record != NULL,
 		.profile = m->prof,
+		.state_fd = m->state_fd,
 	};
 }
 
@@ -482,8 +483,10 @@ static int mount_new(struct worker *w, struct mount *m)
 	if (r < 0)
 		return r;
 	(void)fs_find_mount(m->mountpoint, &m->dev);
-	fds[0] = node_fuse_fd(m->fs);
-	fds[1] = fds[0] >= 0 ? m->state_fd : -1;
+	/* without a state file no worker could take the connection over: the
+	 * holder keeps nothing, and the mount ends with this worker */
+	fds[0] = m->state_fd >= 0 ? node_fuse_fd(m->fs) : -1;
+	fds[1] = m->state_fd;
 	r = mount_record(m, &rec);
 	/* The holder has the connection before anyone hears of the mount. */
 	if (r == 0)

@@ -37,6 +37,7 @@ _source_sums() {
 	[ -s "$WORK/sum.src" ] && return
 	(cd "$ROOTFS" && find . -xdev -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) \
 		>"$WORK/sum.src"
+	check test "$(wc -l <"$WORK/sum.src")" -gt 1000
 }
 
 SBPIDS=()
@@ -59,10 +60,9 @@ stream_check() {
 		wait "${SBPIDS[$i]}" || st=$?
 		[ "$st" = 0 ] || { log "sandbox $((i + 1)) exited $st:"; head -5 "$WORK/err.$((i + 1))" >&2; }
 		check test "$st" = 0
-		if ! cmp -s "$WORK/sum.src" "$WORK/sum.$((i + 1))"; then
+		cmp -s "$WORK/sum.src" "$WORK/sum.$((i + 1))" ||
 			diff "$WORK/sum.src" "$WORK/sum.$((i + 1))" | head -5 >&2
-			check cmp "$WORK/sum.src" "$WORK/sum.$((i + 1))"
-		fi
+		check cmp -s "$WORK/sum.src" "$WORK/sum.$((i + 1))"
 	done
 	SBPIDS=()
 }

@@ -46,7 +46,7 @@ else
 Q = @
 endif
 
-MODULES = lib image chunker store cache fs sandbox
+MODULES = lib image chunker store cache fs sandbox node
 CORE_SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 CORE_OBJS = $(CORE_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS = $(wildcard tools/*.c)

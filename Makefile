@@ -147,6 +147,7 @@ bench: $(BUILD)/lazyroot $(BENCH_BINS)
 install: $(BUILD)/lazyroot
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+	test -e $(DESTDIR)/etc/lazyroot/node.conf || { install -d $(DESTDIR)/etc/lazyroot && $(BUILD)/lazyroot config --defaults >$(DESTDIR)/etc/lazyroot/node.conf; }
 
 clean:
 	rm -rf build build-asan build-fuzz

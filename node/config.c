@@ -504,6 +504,53 @@ int node_config_setup(struct node_config *c, const char *config_flag)
 	return r;
 }
 
+int node_config_set_flag(struct node_config *c, const char *flag, const char *value)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct key *k = &keys[i];
+
+		if (!k->pub.flag || strcmp(k->pub.flag, flag))
+			continue;
+		if (!value && k->type != T_BOOL)
+			return log_error(-EINVAL, "%s: a value is needed", flag);
+		return node_config_set(c, k->pub.key, value ? value : "off", flag);
+	}
+	return log_error(-EINVAL, "%s: no setting has this flag", flag);
+}
+
+void node_config_store_options(const struct node_config *c, struct store_options *o)
+{
+	*o = (struct store_options){
+		.http_transfers = c->http_transfers,
+		.http_connect_timeout_ms = c->http_connect_timeout_ms,
+		.http_low_speed_time_ms = c->http_low_speed_time_ms,
+		.tls_ca_file = c->tls_ca_file,
+		.tls_ca_dir = c->tls_ca_dir,
+		.s3_endpoint = c->s3_endpoint,
+		.s3_region = c->s3_region,
+		.s3_access_key = c->aws_access_key_id,
+		.s3_secret_key = c->aws_secret_access_key,
+		.s3_session_token = c->aws_session_token,
+		.s3_credentials_file = c->s3_credentials_file,
+		.s3_profile = c->s3_profile,
+		.home = c->home,
+		.s3_list_max_keys = c->s3_list_max_keys,
+	};
+}
+
+void node_config_cache_params(const struct node_config *c, struct cache_params *p)
+{
+	*p = (struct cache_params){
+		.dir = c->cache_dir,
+		.limit = c->cache_size,
+		.memory_limit = c->cache_memory,
+		/* 0 is the cache's default: 0 ms (always) asks for 1 µs */
+		.near_latency_us = c->cache_near_us ? c->cache_near_us : 1,
+		.decoders = c->cache_decoders < 0 ? 0 :
+		            c->cache_decoders == 0 ? CACHE_NO_DECODERS : (unsigned)c->cache_decoders,
+	};
+}
+
 /* ---- printing ------------------------------------------------------------- */
 
 static int format_size_exact(uint64_t n, char *out, size_t len)
@@ -586,6 +633,7 @@ void node_config_dump(const struct node_config *c, FILE *f, bool commented)
 			continue;
 		if (format(c, k, v, sizeof(v)) >= (int)sizeof(v))
 			v[0] = 0;
-		fprintf(f, "\n# %s\n%s%s = %s\n", k->pub.help, commented ? "# " : "", k->pub.key, v);
+		fprintf(f, "\n# %s\n%s%s =%s%s\n", k->pub.help, commented ? "# " : "", k->pub.key,
+		        *v ? " " : "", v);
 	}
 }

@@ -163,4 +163,18 @@ int node_config_get(const struct node_config *c, const char *key, char *out, siz
  * default node.conf.  Environment-only settings are left out. */
 void node_config_dump(const struct node_config *c, FILE *f, bool commented);
 
+/* Apply a command-line flag: the setting whose flag (docs/settings.md) is
+ * flag gets value; a switch's --no-… flag takes value NULL (off).  Checked and
+ * logged as node_config_set, with the flag as origin; -EINVAL also for a flag
+ * no setting has. */
+int node_config_set_flag(struct node_config *c, const char *flag, const char *value);
+
+/* Options for store_open_with() and params for cache_open() (dir, sizes,
+ * near latency, decoders) from c.  Strings are borrowed: valid while c is,
+ * and c must outlive the stores opened with o. */
+struct store_options;
+struct cache_params;
+void node_config_store_options(const struct node_config *c, struct store_options *o);
+void node_config_cache_params(const struct node_config *c, struct cache_params *p);
+
 #endif

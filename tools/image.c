@@ -38,8 +38,10 @@ static void usage(FILE *f)
 	        "  --s3-endpoint URL\n"
 	        "                endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
 	        "                else $AWS_ENDPOINT_URL, else AWS)\n"
+	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                %s; docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
-	        STORE_DEFAULT_URL);
+	        STORE_DEFAULT_URL, NODE_CONFIG_DEFAULT_PATH);
 }
 
 /* An opened image: the index bytes and the reader over them. */
@@ -498,7 +500,8 @@ static int image_pack(struct store *s, const char *ref, bool json)
 
 int cmd_image(int argc, char **argv)
 {
-	struct tools_verb o;
+	_cleanup_(tools_verb_done) struct tools_verb o = { 0 };
+	struct store_options so;
 	const char *verb;
 	struct store *s = NULL;
 	int r, nargs;
@@ -516,7 +519,7 @@ int cmd_image(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = store_open(tools_store_url(o.store), &s);
+	r = tools_store_open(&o.cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "ls"))

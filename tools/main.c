@@ -12,6 +12,7 @@ static const struct tools_command commands[] = {
 	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },
 	{ "profile", cmd_profile, "record, combine, store and show access profiles" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
+	{ "config", cmd_config, "print the node's settings: file, environment, defaults" },
 };
 
 int main(int argc, char **argv)

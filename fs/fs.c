@@ -109,9 +109,9 @@ struct fs_backing_map {
  * start sends an OPEN and a RELEASE for every file it opens: here an open
  * and close of a file through an overlay took 100-120 µs with the reader
  * pausing between files, 24-29 µs with the request held.  The request is let
- * go once no request has come for FS_CPU_HOLD_NS, so an idle node halts its
+ * go once no request has come for cpu_hold_ms, so an idle node halts its
  * CPUs as before.  Root only (the device is 0600); off with no_cpu_latency. */
-#define FS_CPU_HOLD_NS ((uint64_t)FS_CPU_HOLD_MS * 1000000)
+#define FS_CPU_HOLD_NS(f) ((uint64_t)(f)->p.cpu_hold_ms * 1000000)
 #define FS_CPU_LATENCY_ANY 2000000000   /* the kernel's default: no constraint */
 #define FS_OPEN_BUCKETS 256
 /* fi->fh of an open: whether the daemon counts it, and how it is served. */
@@ -1651,7 +1651,7 @@ static void cpu_latency_set(struct fs *f, int32_t us)
 static void cpu_hold_check(void *ud, int res)
 {
 	struct fs *f = ud;
-	uint64_t now = now_ns(), until = f->last_req_ns + FS_CPU_HOLD_NS;
+	uint64_t now = now_ns(), until = f->last_req_ns + FS_CPU_HOLD_NS(f);
 
 	f->timers--;
 	if (res != -ECANCELED && !f->closing && !f->finished && now < until &&
@@ -1664,12 +1664,12 @@ static void cpu_hold_check(void *ud, int res)
 		cpu_latency_set(f, FS_CPU_LATENCY_ANY);
 }
 
-/* A request came: hold the CPUs awake until FS_CPU_HOLD_NS after the last. */
+/* A request came: hold the CPUs awake until cpu_hold_ms after the last. */
 static void cpu_hold(struct fs *f)
 {
 	f->last_req_ns = now_ns();
 	if (f->hold_fd < 0 || f->held || f->closing ||
-	    (f->hold_timer = loop_timer(f->p.loop, FS_CPU_HOLD_NS, cpu_hold_check, f)) < 0)
+	    (f->hold_timer = loop_timer(f->p.loop, FS_CPU_HOLD_NS(f), cpu_hold_check, f)) < 0)
 		return;
 	f->timers++;
 	f->held = true;
@@ -1812,6 +1812,8 @@ int fs_mount(const struct fs_params *p, struct fs **ret)
 	if (!f)
 		return -ENOMEM;
 	f->p = *p;
+	if (!f->p.cpu_hold_ms)
+		f->p.cpu_hold_ms = FS_CPU_HOLD_MS;
 	f->slot = -1;
 	f->hold_fd = p->no_cpu_latency ? -1 : open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
 	f->mountpoint = realpath(p->mountpoint, NULL);

@@ -48,7 +48,7 @@ else
 Q = @
 endif
 
-MODULES = lib image chunker store cache fs sandbox
+MODULES = lib image chunker store cache fs sandbox node
 CORE_SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 CORE_OBJS = $(CORE_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS = $(wildcard tools/*.c)
@@ -169,6 +169,7 @@ install: $(BUILD)/lazyroot
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
 	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/lazyroot.bash $(DESTDIR)$(BASHCOMPDIR)/lazyroot
+	test -e $(DESTDIR)/etc/lazyroot/node.conf || { install -d $(DESTDIR)/etc/lazyroot && $(BUILD)/lazyroot config --defaults >$(DESTDIR)/etc/lazyroot/node.conf; }
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -170,6 +170,7 @@ install: $(BUILD)/lazyroot
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
 	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/lazyroot.bash $(DESTDIR)$(BASHCOMPDIR)/lazyroot
+	test -e $(DESTDIR)/etc/lazyroot/node.conf || { install -d $(DESTDIR)/etc/lazyroot && $(BUILD)/lazyroot config --defaults >$(DESTDIR)/etc/lazyroot/node.conf; }
 	install -d $(DESTDIR)$(SYSTEMDDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/lazyroot-node.service >$(DESTDIR)$(SYSTEMDDIR)/lazyroot-node.service
 

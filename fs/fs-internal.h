@@ -95,9 +95,9 @@ struct fs_backing_map {
  * start sends an OPEN and a RELEASE for every file it opens: here an open
  * and close of a file through an overlay took 100-120 µs with the reader
  * pausing between files, 24-29 µs with the request held.  The request is let
- * go once no request has come for FS_CPU_HOLD_NS, so an idle node halts its
+ * go once no request has come for cpu_hold_ms, so an idle node halts its
  * CPUs as before.  Root only (the device is 0600); off with no_cpu_latency. */
-#define FS_CPU_HOLD_NS ((uint64_t)FS_CPU_HOLD_MS * 1000000)
+#define FS_CPU_HOLD_NS(f) ((uint64_t)(f)->p.cpu_hold_ms * 1000000)
 #define FS_CPU_LATENCY_ANY 2000000000   /* the kernel's default: no constraint */
 /* fi->fh of an open: whether the daemon counts it, and how it is served. */
 #define FS_FH_UNTRACKED 0

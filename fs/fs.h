@@ -46,8 +46,10 @@ struct fs_params {
 	 * trip for every open of every file (see fs_open in fs.c). */
 	bool no_passthrough;
 	/* Never ask idle CPUs to poll while requests are being served (the
-	 * CPU latency request of FS_CPU_HOLD_NS in fs.c). */
+	 * CPU latency request of fs/session.c, "holding the CPUs awake"). */
 	bool no_cpu_latency;
+	/* ... held until this long after the last request (0: FS_CPU_HOLD_MS) */
+	unsigned cpu_hold_ms;
 	bool debug;                  /* FUSE debug output on stderr */
 	/* Note the image's chunks in the order they are first read through this
 	 * mount (fs_trace), hits and misses alike.  Implies no_passthrough: a

@@ -91,6 +91,8 @@ static int fs_new(const struct fs_params *p, struct fs **ret)
 		return -ENOMEM;
 	*ret = f;
 	f->p = *p;
+	if (!f->p.cpu_hold_ms)
+		f->p.cpu_hold_ms = FS_CPU_HOLD_MS;
 	f->slot = -1;
 	f->hold_fd = p->no_cpu_latency ? -1 : open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
 	f->mountpoint = realpath(p->mountpoint, NULL);

@@ -131,7 +131,7 @@ static void note_init(struct fs *f, const void *buf, size_t len)
 	                geteuid() == 0 && !f->p.no_passthrough;
 }
 
-/* ---- holding the CPUs awake while serving (FS_CPU_HOLD_NS) --------------- */
+/* ---- holding the CPUs awake while serving (cpu_hold_ms) ------------------ */
 
 static void cpu_latency_set(struct fs *f, int32_t us)
 {
@@ -146,7 +146,7 @@ static void cpu_latency_set(struct fs *f, int32_t us)
 static void cpu_hold_check(void *ud, int res)
 {
 	struct fs *f = ud;
-	uint64_t now = now_ns(), until = f->last_req_ns + FS_CPU_HOLD_NS;
+	uint64_t now = now_ns(), until = f->last_req_ns + FS_CPU_HOLD_NS(f);
 
 	f->timers--;
 	if (res != -ECANCELED && !f->closing && !f->finished && now < until &&
@@ -159,12 +159,12 @@ static void cpu_hold_check(void *ud, int res)
 		cpu_latency_set(f, FS_CPU_LATENCY_ANY);
 }
 
-/* A request came: hold the CPUs awake until FS_CPU_HOLD_NS after the last. */
+/* A request came: hold the CPUs awake until cpu_hold_ms after the last. */
 static void cpu_hold(struct fs *f)
 {
 	f->last_req_ns = now_ns();
 	if (f->hold_fd < 0 || f->held || f->closing ||
-	    (f->hold_timer = loop_timer(f->p.loop, FS_CPU_HOLD_NS, cpu_hold_check, f)) < 0)
+	    (f->hold_timer = loop_timer(f->p.loop, FS_CPU_HOLD_NS(f), cpu_hold_check, f)) < 0)
 		return;
 	f->timers++;
 	f->held = true;

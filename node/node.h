@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node/opts.h"
+#include "node/config.h"
 
 struct buf;
 struct json;
@@ -42,9 +42,16 @@ struct json;
 #define NODE_REQUEST_MAX (64u << 10)    /* bytes of one request line */
 #define NODE_REPLY_MAX (16u << 20)      /* bytes of one reply a client accepts */
 
-/* The control socket a command speaks to: opt (--socket), else
- * $LAZYROOT_SOCKET, else NODE_DEFAULT_SOCKET. */
-const char *node_socket_path(const char *opt);
+/* Append c's settings to b as a JSON object {"key":"text",…}: every setting
+ * but the environment-only ones (secrets), in the text form node_config_set()
+ * reads back. */
+int node_config_json(struct buf *b, const struct node_config *c);
+/* A copy of src into dst (initialised here): its settings, and the
+ * environment-only ones from this process's environment. */
+int node_config_copy(const struct node_config *src, struct node_config *dst);
+/* Apply settings (a JSON object as node_config_json() writes it) to c.
+ * Logs and returns -EINVAL for a bad one. */
+int node_config_apply_json(struct node_config *c, const struct json *settings);
 
 /* `lazyroot node`: run the holder in the foreground until `node stop` (or
  * SIGTERM).  args/nargs: the command line after "node", handed to every

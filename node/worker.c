@@ -55,7 +55,9 @@
 #define WORKER_LOG_MAX (64u << 10)  /* bytes of a request's log lines sent back */
 
 struct nstore {
-	char *key;                /* URL, and the S3 endpoint when one was named */
+	char *key;                /* the URL and every store setting, as text */
+	struct node_config cfg;   /* the settings it was opened with */
+	struct store_options so;  /* borrowed by the store */
 	struct store *s;
 };
 
@@ -64,17 +66,21 @@ struct ncache {
 	struct cache *c;
 };
 
+/* What a mount was asked for: the node's settings, then the request's. */
 struct mopts {
 	unsigned readahead;
 	uint64_t fetch_timeout_ms;
+	unsigned cpu_hold_ms, profile_window, profile_inflight;
 	bool suid, dev, allow_other, passthrough, cpu_latency, profile;
 	char *record;             /* --record-profile FILE, or NULL */
 };
 
 struct mount {
-	char *mountpoint, *ref, *store_url, *s3_endpoint, *cache_dir;
+	char *mountpoint, *ref, *store_url, *cache_dir;
 	char hex[HASH_HEX_SIZE];
 	bool shared;              /* made for `run`: IMAGES/…, found by (store, index) */
+	struct node_config cfg;   /* its settings: the node's, then the request's */
+	bool have_cfg;
 	struct mopts o;
 	struct nstore *st;
 	struct ncache *nc;
@@ -95,7 +101,8 @@ struct pjob {
 	uint64_t *pack_offsets;
 	char hex[HASH_HEX_SIZE];
 	char *ref, *cache_dir;
-	bool decode;
+	struct node_config cfg;
+	bool have_cfg, decode;
 	struct buf log;           /* what was logged while it started */
 };
 
@@ -134,82 +141,79 @@ struct worker {
 
 /* ---- stores, caches --------------------------------------------------------- */
 
-static struct nstore *node_store_get(struct worker *w, const char *url, const char *endpoint,
-                                uint64_t fetch_timeout_ms)
-{
-	_cleanup_free_ char *key = NULL;
-	struct nstore *ns, **v;
-	int r;
+/* The settings a store is opened with: one store per distinct set. */
+static const char *const store_keys[] = {
+	"store", "http_transfers", "http_connect_timeout", "http_low_speed_time", "tls_ca_file",
+	"tls_ca_dir", "s3_endpoint", "s3_region", "s3_profile", "s3_credentials_file",
+	"s3_list_max_keys",
+};
 
-	if (asprintf(&key, "%s%s%s", url, endpoint ? "\n" : "", endpoint ? endpoint : "") < 0) {
-		key = NULL;
+static struct nstore *node_store_get(struct worker *w, const struct node_config *rc)
+{
+	_cleanup_(buf_freep) struct buf key = BUF_INIT;
+	struct nstore *ns, **v;
+	char val[4096];
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(store_keys); i++)
+		if (node_config_get(rc, store_keys[i], val, sizeof(val)) == 0)
+			r = buf_printf(&key, "%s\n", val);
+	if (r < 0 || buf_append_zero(&key, 1) < 0) {
+		log_errno(-ENOMEM, "store '%s'", rc->store_url);
 		return NULL;
 	}
 	for (size_t i = 0; i < w->nstores; i++)
-		if (!strcmp(w->stores[i]->key, key)) {
-			store_set_fetch_timeout(w->stores[i]->s, fetch_timeout_ms);
+		if (!strcmp(w->stores[i]->key, (char *)key.data)) {
+			store_set_fetch_timeout(w->stores[i]->s, rc->fetch_timeout_ms);
 			return w->stores[i];
 		}
 	ns = calloc(1, sizeof(*ns));
 	v = realloc(w->stores, (w->nstores + 1) * sizeof(*v));
-	if (!ns || !v) {
+	if (v)
+		w->stores = v;
+	if (!ns || !v || node_config_copy(rc, &ns->cfg) < 0) {
 		free(ns);
-		if (v)
-			w->stores = v;
-		log_errno(-ENOMEM, "store '%s'", url);
+		log_errno(-ENOMEM, "store '%s'", rc->store_url);
 		return NULL;
 	}
-	w->stores = v;
-	if (endpoint) {
-		/* s3 stores read their endpoint when opened; the request's
-		 * --s3-endpoint is this store's, not the node's */
-		const char *old = getenv("AWS_ENDPOINT_URL_S3");
-		_cleanup_free_ char *saved = old ? strdup(old) : NULL;
-
-		setenv("AWS_ENDPOINT_URL_S3", endpoint, 1);
-		r = store_open(url, &ns->s);
-		if (saved)
-			setenv("AWS_ENDPOINT_URL_S3", saved, 1);
-		else
-			unsetenv("AWS_ENDPOINT_URL_S3");
-	} else {
-		r = store_open(url, &ns->s);
-	}
+	node_config_store_options(&ns->cfg, &ns->so);
+	r = store_open_with(ns->cfg.store_url, &ns->so, &ns->s);
 	if (r == 0) {
 		r = store_set_loop(ns->s, w->l);
 		if (r < 0)
-			log_errno(r, "store '%s': attaching it to the loop", url);
+			log_errno(r, "store '%s': attaching it to the loop", ns->cfg.store_url);
 	}
 	if (r < 0) {
 		store_free(ns->s);
+		node_config_destroy(&ns->cfg);
 		free(ns);
 		return NULL;
 	}
-	store_set_fetch_timeout(ns->s, fetch_timeout_ms);
-	ns->key = TAKE_PTR(key);
+	store_set_fetch_timeout(ns->s, rc->fetch_timeout_ms);
+	ns->key = (char *)TAKE_PTR(key.data);
 	w->stores[w->nstores++] = ns;
 	return ns;
 }
 
-static struct ncache *node_cache_get(struct worker *w, const char *dir)
+/* One cache per directory, opened with the settings of the first request
+ * that names it (the node's own first of all). */
+static struct ncache *node_cache_get(struct worker *w, const struct node_config *rc)
 {
 	struct ncache *nc, **v;
-	struct cache_params cp = {
-		.dir = dir,
-		.limit = w->cfg->cache_size,
-		.memory_limit = w->cfg->cache_memory,
-	};
+	struct cache_params cp;
 
 	for (size_t i = 0; i < w->ncaches; i++)
-		if (!strcmp(w->caches[i]->dir, dir))
+		if (!strcmp(w->caches[i]->dir, rc->cache_dir))
 			return w->caches[i];
+	node_config_cache_params(rc, &cp);
+	cp.dir = rc->cache_dir;
 	nc = calloc(1, sizeof(*nc));
 	v = realloc(w->caches, (w->ncaches + 1) * sizeof(*v));
 	if (v)
 		w->caches = v;
-	if (!nc || !v || !(nc->dir = strdup(dir))) {
+	if (!nc || !v || !(nc->dir = strdup(rc->cache_dir))) {
 		free(nc);
-		log_errno(-ENOMEM, "cache '%s'", dir);
+		log_errno(-ENOMEM, "cache '%s'", rc->cache_dir);
 		return NULL;
 	}
 	if (cache_open(&cp, w->l, &nc->c) < 0) {   /* says why */
@@ -255,8 +259,9 @@ static void mount_free(struct mount *m)
 	free(m->mountpoint);
 	free(m->ref);
 	free(m->store_url);
-	free(m->s3_endpoint);
 	free(m->cache_dir);
+	if (m->have_cfg)
+		node_config_destroy(&m->cfg);
 	free(m);
 }
 
@@ -267,22 +272,12 @@ static int mount_record(const struct mount *m, struct buf *b)
 	r = r ?: node_json_str(b, m->mountpoint);
 	r = r ?: buf_printf(b, ",\"ref\":");
 	r = r ?: node_json_str(b, m->ref);
-	r = r ?: buf_printf(b, ",\"index\":\"%s\",\"store\":", m->hex);
-	r = r ?: node_json_str(b, m->store_url);
-	if (m->s3_endpoint) {
-		r = r ?: buf_printf(b, ",\"s3_endpoint\":");
-		r = r ?: node_json_str(b, m->s3_endpoint);
-	}
-	r = r ?: buf_printf(b, ",\"cache\":");
-	r = r ?: node_json_str(b, m->cache_dir);
-	r = r ?: buf_printf(b, ",\"shared\":%s,\"options\":{\"readahead\":%u,"
-	                    "\"fetch_timeout_ms\":%llu,\"suid\":%s,\"dev\":%s,\"allow_other\":%s,"
-	                    "\"passthrough\":%s,\"cpu_latency\":%s,\"profile\":%s",
-	                    m->shared ? "true" : "false", m->o.readahead,
-	                    (unsigned long long)m->o.fetch_timeout_ms, m->o.suid ? "true" : "false",
-	                    m->o.dev ? "true" : "false", m->o.allow_other ? "true" : "false",
-	                    m->o.passthrough ? "true" : "false",
-	                    m->o.cpu_latency ? "true" : "false", m->o.profile ? "true" : "false");
+	r = r ?: buf_printf(b, ",\"index\":\"%s\",\"shared\":%s,\"settings\":", m->hex,
+	                    m->shared ? "true" : "false");
+	r = r ?: node_config_json(b, &m->cfg);
+	r = r ?: buf_printf(b, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
+	                    m->o.suid ? "true" : "false", m->o.dev ? "true" : "false",
+	                    m->o.allow_other ? "true" : "false");
 	if (m->o.record) {
 		r = r ?: buf_printf(b, ",\"record\":");
 		r = r ?: node_json_str(b, m->o.record);
@@ -291,26 +286,65 @@ static int mount_record(const struct mount *m, struct buf *b)
 	return r ?: buf_append_zero(b, 1);
 }
 
-/* Options: the node's settings, then what the request (or record) says. */
-static int mopts_parse(const struct worker *w, const struct json *j, struct mopts *o)
+/* c (initialised here): the node's settings, then the request's (its
+ * settings, then the shorthands store, cache, s3_endpoint). */
+static int request_config(struct worker *w, const struct json *req, struct node_config *c)
+{
+	static const char *const shorthands[] = { "store", "cache", "s3_endpoint" };
+	int r = node_config_copy(w->cfg, c);
+
+	if (r < 0)
+		return log_errno(r, "request: settings");
+	if (json_get(req, "settings"))
+		r = node_config_apply_json(c, json_get(req, "settings"));
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(shorthands); i++) {
+		const char *v = json_get_cstr(req, shorthands[i]);
+
+		if (json_get(req, shorthands[i]) && (!v || !*v))
+			r = log_error(-EINVAL, "request: %s: want a non-empty string", shorthands[i]);
+		else if (v)
+			r = node_config_set(c, shorthands[i], v, shorthands[i]);
+	}
+	if (r == 0 && (c->cache_dir[0] != '/' ||
+	               (!strncmp(c->store_url, "dir:", 4) && c->store_url[4] != '/')))
+		r = log_error(-EINVAL, "request: the store and cache paths must be absolute");
+	if (r < 0)
+		node_config_destroy(c);
+	return r;
+}
+
+/* m->cfg from the request (or record); m's store URL and cache from it. */
+static int mount_config(struct worker *w, struct mount *m, const struct json *req)
+{
+	int r = request_config(w, req, &m->cfg);
+
+	if (r < 0)
+		return r;
+	m->have_cfg = true;
+	m->store_url = strdup(m->cfg.store_url);
+	m->cache_dir = strdup(m->cfg.cache_dir);
+	return m->store_url && m->cache_dir ? 0 : -ENOMEM;
+}
+
+/* Options: the mount's settings, then the request's (or record's) own. */
+static int mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o)
 {
 	static const struct { const char *key; size_t off; } flags[] = {
 		{ "suid", offsetof(struct mopts, suid) },
 		{ "dev", offsetof(struct mopts, dev) },
 		{ "allow_other", offsetof(struct mopts, allow_other) },
-		{ "passthrough", offsetof(struct mopts, passthrough) },
-		{ "cpu_latency", offsetof(struct mopts, cpu_latency) },
-		{ "profile", offsetof(struct mopts, profile) },
 	};
-	int64_t v;
 
 	*o = (struct mopts){
-		.readahead = w->cfg->readahead,
-		.fetch_timeout_ms = w->cfg->fetch_timeout_ms,
+		.readahead = c->readahead,
+		.fetch_timeout_ms = c->fetch_timeout_ms,
+		.cpu_hold_ms = c->cpu_latency_hold_ms,
+		.profile_window = c->profile_window,
+		.profile_inflight = c->profile_inflight,
 		.allow_other = true,
-		.passthrough = w->cfg->passthrough,
-		.cpu_latency = w->cfg->cpu_latency,
-		.profile = true,
+		.passthrough = c->passthrough,
+		.cpu_latency = c->cpu_latency,
+		.profile = c->profile,
 	};
 	if (j && !json_is(j, JSON_OBJECT))
 		return log_error(-EINVAL, "request: options: not an object");
@@ -319,18 +353,6 @@ static int mopts_parse(const struct worker *w, const struct json *j, struct mopt
 
 		if (f && json_bool(f, (bool *)((char *)o + flags[i].off)) < 0)
 			return log_error(-EINVAL, "request: options: %s: not a boolean", flags[i].key);
-	}
-	if (json_get(j, "readahead")) {
-		if (json_int(json_get(j, "readahead"), &v) < 0 || v < 0 || v > 1024)
-			return log_error(-EINVAL, "request: options: readahead: want 0 to 1024");
-		o->readahead = (unsigned)v;
-	}
-	if (json_get(j, "fetch_timeout_ms")) {
-		if (json_int(json_get(j, "fetch_timeout_ms"), &v) < 0 || v < 0 ||
-		    v > 86400000)
-			return log_error(-EINVAL, "request: options: fetch_timeout_ms: want 0 to "
-			                 "86400000");
-		o->fetch_timeout_ms = (uint64_t)v;
 	}
 	if (json_get(j, "record")) {
 		const char *p = json_get_cstr(j, "record");
@@ -349,10 +371,10 @@ static int mount_prepare(struct worker *w, struct mount *m)
 {
 	int r;
 
-	m->st = node_store_get(w, m->store_url, m->s3_endpoint, m->o.fetch_timeout_ms);
+	m->st = node_store_get(w, &m->cfg);
 	if (!m->st)
 		return -EIO;
-	m->nc = node_cache_get(w, m->cache_dir);
+	m->nc = node_cache_get(w, &m->cfg);
 	if (!m->nc)
 		return -EIO;
 	r = load_index(m->st->s, m->cache_dir, m->hex, &m->im);
@@ -387,8 +409,11 @@ static void mount_params(struct worker *w, struct mount *m, struct fs_params *fp
 		.readahead_chunks = m->o.readahead,
 		.no_passthrough = !m->o.passthrough,
 		.no_cpu_latency = !m->o.cpu_latency,
+		.cpu_hold_ms = m->o.cpu_hold_ms,
 		.record = m->o.record != NULL,
 		.profile = m->prof,
+		.profile_window = m->o.profile_window,
+		.profile_inflight = m->o.profile_inflight,
 		.state_fd = m->state_fd,
 	};
 }
@@ -520,19 +545,17 @@ static void mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_
 		mnt = json_get_cstr(j, "mountpoint");
 		m->mountpoint = mnt ? strdup(mnt) : NULL;
 		m->ref = (s = json_get_cstr(j, "ref")) ? strdup(s) : NULL;
-		m->store_url = (s = json_get_cstr(j, "store")) ? strdup(s) : NULL;
-		m->cache_dir = (s = json_get_cstr(j, "cache")) ? strdup(s) : NULL;
-		m->s3_endpoint = (s = json_get_cstr(j, "s3_endpoint")) ? strdup(s) : NULL;
 		s = json_get_cstr(j, "index");
 		(void)json_bool(json_get(j, "shared"), &m->shared);
-		if (!m->mountpoint || !m->ref || !m->store_url || !m->cache_dir || !s ||
-		    strlen(s) != 32)
+		if (!m->mountpoint || !m->ref || !s || strlen(s) != 32)
 			r = -EBADMSG;
 		else
 			memcpy(m->hex, s, sizeof(m->hex));
 	}
 	if (r == 0)
-		r = mopts_parse(w, json_get(j, "options"), &m->o);
+		r = mount_config(w, m, j);
+	if (r == 0)
+		r = mopts_parse(&m->cfg, json_get(j, "options"), &m->o);
 	if (r == 0 && fds[0] < 0)
 		r = -ENOTCONN;      /* nothing kept it: it ended with the last worker */
 	if (r == 0)
@@ -604,15 +627,15 @@ static bool is_hex32(const char *s)
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
 
-/* The mount `run` made of index hex from store url (and endpoint), or NULL. */
-static struct mount *shared_mount(struct worker *w, const char *hex, const char *url,
-                                  const char *endpoint)
+/* The mount `run` made of index hex from the store c names, or NULL. */
+static struct mount *shared_mount(struct worker *w, const char *hex, const struct node_config *c)
 {
 	for (size_t i = 0; i < w->nmounts; i++) {
 		struct mount *o = w->mounts[i];
 
-		if (o->shared && !strcmp(o->hex, hex) && !strcmp(o->store_url, url) &&
-		    !strcmp(o->s3_endpoint ? o->s3_endpoint : "", endpoint ? endpoint : ""))
+		if (o->shared && !strcmp(o->hex, hex) && !strcmp(o->store_url, c->store_url) &&
+		    !strcmp(o->cfg.s3_endpoint ? o->cfg.s3_endpoint : "",
+		            c->s3_endpoint ? c->s3_endpoint : ""))
 			return o;
 	}
 	return NULL;
@@ -621,35 +644,33 @@ static struct mount *shared_mount(struct worker *w, const char *hex, const char 
 static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 {
 	struct mount *m = calloc(1, sizeof(*m));
-	const char *ref, *store, *cache, *mnt, *images, *endpoint;
+	const char *ref, *mnt, *images;
 	int r = m ? 0 : -ENOMEM;
 
-	if (m)
-		m->state_fd = -1;
+	if (!m)
+		return r;
+	m->state_fd = -1;
 
 	ref = req_str(req, "ref", &r);
-	store = req_str(req, "store", &r);
-	cache = req_str(req, "cache", &r);
 	mnt = req_str(req, "mountpoint", &r);
 	images = req_str(req, "images", &r);
-	endpoint = req_str(req, "s3_endpoint", &r);
 	if (r == 0 && !ref)
 		r = log_error(-EINVAL, "request: mount: no ref");
-	if (r == 0 && ((mnt && mnt[0] != '/') || (images && images[0] != '/') ||
-	               (cache && cache[0] != '/')))
+	if (r == 0 && ((mnt && mnt[0] != '/') || (images && images[0] != '/')))
 		r = log_error(-EINVAL, "request: mount: paths must be absolute");
+	if (r == 0)
+		r = mount_config(w, m, req);
 	if (r == 0) {
 		m->ref = strdup(ref);
-		m->store_url = strdup(store ? store : w->cfg->store_url);
-		m->cache_dir = strdup(cache ? cache : w->cfg->cache_dir);
-		m->s3_endpoint = endpoint ? strdup(endpoint) : NULL;
-		if (!m->ref || !m->store_url || !m->cache_dir || (endpoint && !m->s3_endpoint))
+		if (!m->ref)
 			r = -ENOMEM;
 	}
 	if (r == 0)
-		r = mopts_parse(w, json_get(req, "options"), &m->o);
+		r = mopts_parse(&m->cfg, json_get(req, "options"), &m->o);
 	if (r < 0)
 		goto out;
+	if (!images && json_get(req, "settings"))
+		images = m->cfg.images_dir;
 	/* Resolving a path inside a mount this worker serves would wait for
 	 * this worker: refused before any path is looked at. */
 	for (size_t i = 0; i < w->nmounts; i++) {
@@ -666,7 +687,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 	 * asks the store, as tags move. */
 	if (!mnt && is_hex32(ref)) {
 		/* the common case of a run by index name: its mount is there */
-		struct mount *o = shared_mount(w, ref, m->store_url, endpoint);
+		struct mount *o = shared_mount(w, ref, &m->cfg);
 
 		if (o) {
 			r = reply_mount(o, out);
@@ -679,7 +700,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		if (is_hex32(ref) && load_index(NULL, m->cache_dir, ref, &probe) == 0) {
 			memcpy(m->hex, ref, sizeof(m->hex));
 		} else {
-			m->st = node_store_get(w, m->store_url, m->s3_endpoint, m->o.fetch_timeout_ms);
+			m->st = node_store_get(w, &m->cfg);
 			r = m->st ? store_resolve(m->st->s, ref, m->hex) : -EIO;
 		}
 		index_map_free(&probe);
@@ -690,7 +711,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		const char *dir = images ? images : w->cfg->images_dir;
 		char path[PATH_MAX];
 
-		struct mount *o = shared_mount(w, m->hex, m->store_url, endpoint);
+		struct mount *o = shared_mount(w, m->hex, &m->cfg);
 
 		m->shared = true;
 		if (o) {
@@ -701,7 +722,8 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		if (mount_at(w, path)) {
 			/* that index from another store: a mount of its own */
 			uint64_t h = hash64(m->store_url, strlen(m->store_url)) ^
-			             (endpoint ? hash64(endpoint, strlen(endpoint)) : 0);
+			             (m->cfg.s3_endpoint ? hash64(m->cfg.s3_endpoint,
+			                                          strlen(m->cfg.s3_endpoint)) : 0);
 
 			snprintf(path, sizeof(path), "%s/%s-%08x", dir, m->hex, (unsigned)(h >> 32));
 			if (mount_at(w, path)) {
@@ -875,6 +897,8 @@ static void pjob_free(struct pjob *j)
 	free(j->pack_offsets);
 	free(j->ref);
 	free(j->cache_dir);
+	if (j->have_cfg)
+		node_config_destroy(&j->cfg);
 	buf_free(&j->log);
 	free(j);
 }
@@ -883,22 +907,26 @@ static void pjob_free(struct pjob *j)
 static int do_prefetch(struct worker *w, const struct json *req, struct pjob **ret)
 {
 	struct pjob *j = calloc(1, sizeof(*j));
-	const char *ref, *store, *cache, *endpoint;
+	const char *ref;
 	const struct json *paths = json_get(req, "paths");
 	_cleanup_free_ const char **pv = NULL;
 	struct image_profile *prof = NULL;
 	bool profiled = false, no_profile = false;
 	struct nstore *st;
 	struct ncache *nc;
-	int64_t timeout = (int64_t)w->cfg->fetch_timeout_ms;
+	int64_t timeout = 0;
 	int r = j ? 0 : -ENOMEM;
 
+	if (!j)
+		return r;
 	ref = req_str(req, "ref", &r);
-	store = req_str(req, "store", &r);
-	cache = req_str(req, "cache", &r);
-	endpoint = req_str(req, "s3_endpoint", &r);
 	if (r == 0 && !ref)
 		r = log_error(-EINVAL, "request: prefetch: no ref");
+	if (r == 0) {
+		r = request_config(w, req, &j->cfg);
+		j->have_cfg = r == 0;
+		timeout = (int64_t)j->cfg.fetch_timeout_ms;
+	}
 	if (r == 0 && ((json_get(req, "decode") && json_bool(json_get(req, "decode"), &j->decode) < 0) ||
 	               (json_get(req, "profiled") && json_bool(json_get(req, "profiled"), &profiled) < 0) ||
 	               (json_get(req, "no_profile") && json_bool(json_get(req, "no_profile"), &no_profile) < 0) ||
@@ -918,8 +946,9 @@ static int do_prefetch(struct worker *w, const struct json *req, struct pjob **r
 	if (r < 0)
 		goto fail;
 	j->ref = strdup(ref);
-	j->cache_dir = strdup(cache ? cache : w->cfg->cache_dir);
-	st = node_store_get(w, store ? store : w->cfg->store_url, endpoint, (uint64_t)timeout);
+	j->cache_dir = strdup(j->cfg.cache_dir);
+	j->cfg.fetch_timeout_ms = (uint64_t)timeout;
+	st = node_store_get(w, &j->cfg);
 	if (!j->ref || !j->cache_dir || !st) {
 		r = -EIO;
 		goto fail;
@@ -932,7 +961,7 @@ static int do_prefetch(struct worker *w, const struct json *req, struct pjob **r
 		r = index_map_keep(&j->im);
 	if (r < 0)
 		goto fail;
-	nc = node_cache_get(w, j->cache_dir);
+	nc = node_cache_get(w, &j->cfg);
 	if (!nc) {
 		r = -EIO;
 		goto fail;
@@ -940,7 +969,7 @@ static int do_prefetch(struct worker *w, const struct json *req, struct pjob **r
 	r = tools_pack_offsets(st->s, j->im.img, j->hex, &j->pack_offsets);
 	if (r < 0)
 		goto fail;
-	if (!no_profile) {
+	if (!no_profile && j->cfg.profile) {
 		struct image_info info;
 		const char *why = NULL;
 
@@ -1461,7 +1490,7 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		return 1;
 	}
 	/* The node's own cache first: a node that cannot open it does not start. */
-	if (!node_cache_get(&w, cfg->cache_dir))
+	if (!node_cache_get(&w, cfg))
 		goto out;
 	if (take_over(&w) < 0)
 		goto out;

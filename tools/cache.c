@@ -12,8 +12,6 @@
 
 #include "cache/cache.h"
 #include "lib/lib.h"
-#include "lib/json.h"
-#include "node/node.h"
 #include "node/stats.h"
 #include "tools/tools.h"
 
@@ -186,37 +184,36 @@ static void stats_usage(FILE *f)
 	        "hits, misses, bytes fetched and served, fetch latency, evictions, errors, and\n"
 	        "per mounted image the share of the image read.\n"
 	        "\n"
-	        "  --cache DIR     cache directory (default: $LAZYROOT_CACHE, else the node\n"
-	        "                  service's, else %s)\n"
-	        "  --socket PATH   the node's control socket (default: $LAZYROOT_SOCKET, else\n"
-	        "                  %s)\n"
+	        "  --cache DIR     cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --config FILE   the node's settings (docs/settings.md)\n"
 	        "  --json          machine-readable output\n"
 	        "  --prometheus    Prometheus text format (lazyroot_cache_* metrics)\n",
-	        CACHE_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
+	        CACHE_DEFAULT_DIR);
 }
 
 static int cache_stats_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, 'c' },
+		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
-		{ "socket", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *dir = NULL, *socket = NULL;
-	_cleanup_free_ char *node_dir = NULL;
+	const char *dir = NULL;
 	const struct cache_stats *st;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	bool json = false, prom = false;
 	int o, r;
 
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'c': dir = optarg; break;
+		case 'c': tools_flag(&fl, "--cache", optarg); break;
+		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'p': prom = true; break;
-		case 's': socket = optarg; break;
 		case 'h': stats_usage(stdout); return 0;
 		default: stats_usage(stderr); return 2;
 		}
@@ -229,19 +226,9 @@ static int cache_stats_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache stats: --json and --prometheus exclude each other");
 		return 2;
 	}
-	/* Without --cache (or $LAZYROOT_CACHE): the cache of the node that
-	 * answers, if one does; the counters themselves are read from the
-	 * shared file, not asked of the node. */
-	if (!dir && !(getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))) {
-		struct json *reply = NULL;
-
-		if (node_call(node_socket_path(socket), "{\"verb\":\"stats\"}", &reply) == 0 &&
-		    json_get_cstr(reply, "cache"))
-			node_dir = strdup(json_get_cstr(reply, "cache"));
-		json_free(reply);
-		dir = node_dir;
-	}
-	dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	dir = cfg.cache_dir;
 	r = map_stats(dir, &st);
 	if (r < 0)
 		return 1;
@@ -266,6 +253,7 @@ static void verify_usage(FILE *f)
 	        "are fetched again when next read).  Safe while daemons run.\n"
 	        "\n"
 	        "  --cache DIR   cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --config FILE the node's settings (docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
 	        CACHE_DEFAULT_DIR);
 }
@@ -274,18 +262,22 @@ static int cache_verify_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, 'c' },
+		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL;
 	uint64_t checked = 0, dropped = 0;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	bool json = false;
 	int o, r;
 
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'c': dir = optarg; break;
+		case 'c': tools_flag(&fl, "--cache", optarg); break;
+		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'h': verify_usage(stdout); return 0;
 		default: verify_usage(stderr); return 2;
@@ -295,7 +287,9 @@ static int cache_verify_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache verify: unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
-	dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	dir = cfg.cache_dir;
 	r = cache_verify(dir, &checked, &dropped);
 	if (r < 0) {
 		log_errno(r, "cache '%s': verify", dir);
@@ -322,6 +316,7 @@ static void trim_usage(FILE *f)
 	        "\n"
 	        "  --to SIZE     bytes to keep at most\n"
 	        "  --cache DIR   cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --config FILE the node's settings (docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
 	        CACHE_DEFAULT_DIR);
 }
@@ -331,11 +326,14 @@ static int cache_trim_cmd(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "to", required_argument, NULL, 't' },
 		{ "cache", required_argument, NULL, 'c' },
+		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL, *to = NULL;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	uint64_t bytes, freed = 0;
 	bool json = false;
 	char a[32];
@@ -344,7 +342,8 @@ static int cache_trim_cmd(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 't': to = optarg; break;
-		case 'c': dir = optarg; break;
+		case 'c': tools_flag(&fl, "--cache", optarg); break;
+		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'h': trim_usage(stdout); return 0;
 		default: trim_usage(stderr); return 2;
@@ -362,7 +361,9 @@ static int cache_trim_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache trim: invalid size '%s'", to);
 		return 2;
 	}
-	dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	dir = cfg.cache_dir;
 	r = cache_trim(dir, bytes, &freed);
 	if (r < 0) {
 		log_errno(r, "cache '%s': trim", dir);

@@ -37,60 +37,32 @@
 #define FUSE_SUPER_MAGIC 0x65735546
 #define IMAGES_PASSWD_MAX (4u << 20)  /* largest /etc/passwd or /etc/group read */
 
-const char *tools_images_dir(const char *opt)
-{
-	const char *env = getenv("LAZYROOT_IMAGES");
-
-	if (opt && *opt)
-		return opt;
-	if (env && *env)
-		return env;
-	return IMAGES_DEFAULT_DIR;
-}
-
-int images_mount(const struct images_params *p, const char *ref, char **ret_dir,
+int images_mount(const struct node_config *cfg, const char *ref, char **ret_dir,
                  char **ret_config)
 {
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
-	struct tools_node n = {
-		.socket = p->socket,
-		.store_url = p->store_url,
-		.cache_dir = p->cache_dir,
-		.images_dir = p->images_dir,
-	};
 	struct json *reply = NULL;
-	const char *dir, *cfg;
+	const char *dir, *config;
 	int r;
 
-	if (p->images_dir[0] != '/')
-		return log_error(-EINVAL, "--images '%s': want an absolute path", p->images_dir);
 	r = buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
 	r = r ?: node_json_str(&req, ref);
-	r = r ?: buf_printf(&req, ",\"images\":");
-	r = r ?: node_json_str(&req, p->images_dir);
-	if (p->store_url) {
-		r = r ?: buf_printf(&req, ",\"store\":");
-		r = r ?: node_json_str(&req, p->store_url);
-	}
-	if (p->cache_dir) {
-		r = r ?: buf_printf(&req, ",\"cache\":");
-		r = r ?: node_json_str(&req, p->cache_dir);
-	}
+	r = r ?: tools_node_settings(&req, cfg);
 	r = r ?: buf_printf(&req, "}");
 	r = r ?: buf_append_zero(&req, 1);
 	if (r < 0)
 		return log_errno(r, "image '%s'", ref);
-	r = tools_node_request(&n, (char *)req.data, &reply);
+	r = tools_node_request(cfg, (char *)req.data, &reply);
 	if (r < 0)
 		return r;
 	dir = json_get_cstr(reply, "mountpoint");
-	cfg = json_get_cstr(reply, "config");
-	if (!dir || !cfg) {
+	config = json_get_cstr(reply, "config");
+	if (!dir || !config) {
 		json_free(reply);
 		return log_error(-EBADMSG, "image '%s': the node's answer has no mountpoint", ref);
 	}
 	*ret_dir = strdup(dir);
-	*ret_config = strdup(cfg);
+	*ret_config = strdup(config);
 	json_free(reply);
 	if (!*ret_dir || !*ret_config) {
 		free(*ret_dir);

@@ -14,6 +14,7 @@ static const struct tools_command commands[] = {
 	{ "store", cmd_store, "collect garbage in a store and verify that it is whole" },
 	{ "node", cmd_node, "the node service: serves every image mount, survives its own crash" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
+	{ "config", cmd_config, "print the node's settings: file, environment, defaults" },
 };
 
 int main(int argc, char **argv)

@@ -110,8 +110,9 @@ int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
 	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_FETCH_TIMEOUT,
-	       O_RECORD, O_NOPROFILE, O_SOCKET };
+	       O_RECORD, O_NOPROFILE, O_SOCKET, O_CONFIG };
 	static const struct option opts[] = {
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "cache", required_argument, NULL, O_CACHE },
@@ -130,61 +131,35 @@ int cmd_mount(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	_cleanup_(buf_freep) struct buf req = BUF_INIT, o = BUF_INIT;
-	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
-	_cleanup_free_ char *record_abs = NULL;
-	struct tools_node n = { 0 };
-	const char *store = NULL, *cache = NULL, *endpoint = NULL, *record = NULL;
+	_cleanup_(buf_freep) struct buf req = BUF_INIT;
+	_cleanup_free_ char *mnt_abs = NULL, *record_abs = NULL;
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct tools_flags fl = { 0 };
+	const char *record = NULL;
+	bool suid = false, dev = false, allow_other = true;
 	struct json *reply = NULL;
 	struct stat st;
-	uint64_t v;
 	int c, r = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: store = optarg; break;
-		case O_S3_ENDPOINT:
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			endpoint = optarg;
-			break;
-		case O_CACHE: cache = optarg; break;
-		case O_CACHE_SIZE:
-			if (parse_size(optarg, &v) < 0 || v == 0) {
-				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
-				return 2;
-			}
-			break;
-		case O_CACHE_MEMORY:
-			if (parse_size(optarg, &v) < 0) {
-				log_error(-EINVAL, "--cache-memory '%s': not a size", optarg);
-				return 2;
-			}
-			break;
-		case O_READAHEAD:
-			if (parse_uint(optarg, 1024, &v) < 0) {
-				log_error(-EINVAL, "--readahead '%s': want 0 to 1024 chunks", optarg);
-				return 2;
-			}
-			r = r ?: buf_printf(&o, ",\"readahead\":%llu", (unsigned long long)v);
-			break;
-		case O_FETCH_TIMEOUT:
-			if (parse_uint(optarg, 86400, &v) < 0) {
-				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
-				return 2;
-			}
-			r = r ?: buf_printf(&o, ",\"fetch_timeout_ms\":%llu",
-			                    (unsigned long long)v * 1000);
-			break;
-		case O_SUID: r = r ?: buf_printf(&o, ",\"suid\":true"); break;
-		case O_DEV: r = r ?: buf_printf(&o, ",\"dev\":true"); break;
-		case O_NOALLOW: r = r ?: buf_printf(&o, ",\"allow_other\":false"); break;
-		case O_NOPASSTHROUGH: r = r ?: buf_printf(&o, ",\"passthrough\":false"); break;
-		case O_NOCPULATENCY: r = r ?: buf_printf(&o, ",\"cpu_latency\":false"); break;
+		case O_CONFIG: fl.config = optarg; break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_S3_ENDPOINT: tools_flag(&fl, "--s3-endpoint", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_CACHE_SIZE: tools_flag(&fl, "--cache-size", optarg); break;
+		case O_CACHE_MEMORY: tools_flag(&fl, "--cache-memory", optarg); break;
+		case O_READAHEAD: tools_flag(&fl, "--readahead", optarg); break;
+		case O_FETCH_TIMEOUT: tools_flag(&fl, "--fetch-timeout", optarg); break;
+		case O_SUID: suid = true; break;
+		case O_DEV: dev = true; break;
+		case O_NOALLOW: allow_other = false; break;
+		case O_NOPASSTHROUGH: tools_flag(&fl, "--no-passthrough", NULL); break;
+		case O_NOCPULATENCY: tools_flag(&fl, "--no-cpu-latency", NULL); break;
 		case O_RECORD: record = optarg; break;
-		case O_NOPROFILE: r = r ?: buf_printf(&o, ",\"profile\":false"); break;
-		case O_SOCKET: n.socket = optarg; break;
+		case O_NOPROFILE: tools_flag(&fl, "--no-profile", NULL); break;
+		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case 'h': mount_usage(stdout); return 0;
 		default: mount_usage(stderr); return 2;
 		}
@@ -193,10 +168,8 @@ int cmd_mount(int argc, char **argv)
 		mount_usage(stderr);
 		return 2;
 	}
-	if (getenv("LAZYROOT_PASSTHROUGH") && !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"))
-		r = r ?: buf_printf(&o, ",\"passthrough\":false");
-	if (getenv("LAZYROOT_CPU_LATENCY") && !strcmp(getenv("LAZYROOT_CPU_LATENCY"), "off"))
-		r = r ?: buf_printf(&o, ",\"cpu_latency\":false");
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
 	if (stat(argv[optind + 1], &st) < 0) {
 		log_errno(-errno, "mount '%s'", argv[optind + 1]);
 		return 1;
@@ -206,14 +179,8 @@ int cmd_mount(int argc, char **argv)
 		return 1;
 	}
 	/* The node runs from "/": relative paths would name other places there. */
-	if (!store && getenv("LAZYROOT_STORE") && *getenv("LAZYROOT_STORE"))
-		store = getenv("LAZYROOT_STORE");
-	if (!cache && getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))
-		cache = getenv("LAZYROOT_CACHE");
 	mnt_abs = tools_absolute(argv[optind + 1]);
-	cache_abs = cache ? tools_absolute(cache) : NULL;
-	store_abs = store ? tools_absolute_store_url(store) : NULL;
-	if (!mnt_abs || (cache && !cache_abs) || (store && !store_abs)) {
+	if (!mnt_abs) {
 		log_errno(-ENOMEM, "mount '%s'", argv[optind + 1]);
 		return 1;
 	}
@@ -232,36 +199,26 @@ int cmd_mount(int argc, char **argv)
 			          record);
 			return 1;
 		}
-		r = r ?: buf_printf(&o, ",\"record\":");
-		r = r ?: node_json_str(&o, record_abs);
 	}
-	n.store_url = store_abs;
-	n.cache_dir = cache_abs;
-	r = r ?: buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
+	r = buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
 	r = r ?: node_json_str(&req, argv[optind]);
 	r = r ?: buf_printf(&req, ",\"mountpoint\":");
 	r = r ?: node_json_str(&req, mnt_abs);
-	if (store_abs) {
-		r = r ?: buf_printf(&req, ",\"store\":");
-		r = r ?: node_json_str(&req, store_abs);
+	r = r ?: tools_node_settings(&req, &cfg);
+	r = r ?: buf_printf(&req, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
+	                    suid ? "true" : "false", dev ? "true" : "false",
+	                    allow_other ? "true" : "false");
+	if (record_abs) {
+		r = r ?: buf_printf(&req, ",\"record\":");
+		r = r ?: node_json_str(&req, record_abs);
 	}
-	if (cache_abs) {
-		r = r ?: buf_printf(&req, ",\"cache\":");
-		r = r ?: node_json_str(&req, cache_abs);
-	}
-	if (endpoint) {
-		r = r ?: buf_printf(&req, ",\"s3_endpoint\":");
-		r = r ?: node_json_str(&req, endpoint);
-	}
-	if (o.len)
-		r = r ?: buf_append_zero(&o, 1);
-	r = r ?: buf_printf(&req, ",\"options\":{%s}}", o.len ? (char *)o.data + 1 : "");
+	r = r ?: buf_printf(&req, "}}");
 	r = r ?: buf_append_zero(&req, 1);
 	if (r < 0) {
 		log_errno(r, "mount '%s'", argv[optind + 1]);
 		return 1;
 	}
-	r = tools_node_request(&n, (char *)req.data, &reply);
+	r = tools_node_request(&cfg, (char *)req.data, &reply);
 	json_free(reply);
 	if (r < 0)
 		return 1;
@@ -370,15 +327,18 @@ static int unmount_path(const char *mnt)
 
 int cmd_umount(int argc, char **argv)
 {
-	enum { O_CACHE = 256, O_SOCKET };
+	enum { O_CACHE = 256, O_SOCKET, O_CONFIG };
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
-	const char *cache_dir = NULL, *socket = NULL;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	const char *cache_dir;
 	struct json *reply = NULL;
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
@@ -388,8 +348,9 @@ int cmd_umount(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_CACHE: cache_dir = optarg; break;
-		case O_SOCKET: socket = optarg; break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
 		case 'h': umount_usage(stdout); return 0;
 		default: umount_usage(stderr); return 2;
 		}
@@ -398,7 +359,9 @@ int cmd_umount(int argc, char **argv)
 		umount_usage(stderr);
 		return 2;
 	}
-	cache_dir = tools_cache_dir(cache_dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	cache_dir = cfg.cache_dir;
 	r = canonical_mountpoint(argv[optind], mnt, sizeof(mnt));
 	if (r < 0) {
 		log_errno(r, "umount '%s'", argv[optind]);
@@ -411,7 +374,7 @@ int cmd_umount(int argc, char **argv)
 	if (buf_printf(&req, "{\"verb\":\"umount\",\"mountpoint\":") == 0 &&
 	    node_json_str(&req, mnt) == 0 && buf_printf(&req, "}") == 0 &&
 	    buf_append_zero(&req, 1) == 0 &&
-	    node_call(node_socket_path(socket), (char *)req.data, &reply) == 0) {
+	    node_call(cfg.socket_path, (char *)req.data, &reply) == 0) {
 		bool ok = false, unknown = false;
 
 		(void)json_bool(json_get(reply, "ok"), &ok);

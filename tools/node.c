@@ -12,7 +12,7 @@
 #include "cache/cache.h"
 #include "lib/json.h"
 #include "lib/lib.h"
-#include "node/node.h"
+#include "node/node-internal.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -97,35 +97,61 @@ char *tools_absolute_store_url(const char *url)
 	return (char *)TAKE_PTR(b.data);
 }
 
-int tools_node_request(const struct tools_node *n, const char *request, struct json **ret)
+int tools_node_settings(struct buf *req, const struct node_config *cfg)
 {
+	_cleanup_(node_config_destroy) struct node_config abs = { 0 };
+	_cleanup_free_ char *store = NULL, *cache = NULL, *images = NULL;
+	int r;
+
+	/* the node runs from "/": the command's relative paths made absolute */
+	store = tools_absolute_store_url(cfg->store_url);
+	cache = tools_absolute(cfg->cache_dir);
+	images = tools_absolute(cfg->images_dir);
+	if (!store || !cache || !images)
+		return -ENOMEM;
+	r = node_config_copy(cfg, &abs);
+	if (r < 0)
+		return r;
+	r = node_config_set(&abs, "store", store, "--store");
+	r = r ?: node_config_set(&abs, "cache", cache, "--cache");
+	r = r ?: node_config_set(&abs, "images", images, "--images");
+	r = r ?: buf_printf(req, ",\"settings\":");
+	return r ?: node_config_json(req, &abs);
+}
+
+int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret)
+{
+	_cleanup_free_ char *log = NULL, *store = tools_absolute_store_url(cfg->store_url);
+	_cleanup_free_ char *cache = tools_absolute(cfg->cache_dir);
+	_cleanup_free_ char *images = tools_absolute(cfg->images_dir);
+	_cleanup_free_ char *socket = tools_absolute(cfg->socket_path);
+	_cleanup_free_ char *config = cfg->config_path ? tools_absolute(cfg->config_path) : NULL;
 	char *args[16];
-	_cleanup_free_ char *log = NULL;
-	const char *cache = n->cache_dir ? n->cache_dir : tools_cache_dir(NULL);
 	int k = 0;
 
-	if (n->store_url) {
-		args[k++] = "--store";
-		args[k++] = (char *)n->store_url;
+	if (!store || !cache || !images || !socket || (cfg->config_path && !config))
+		return log_errno(-ENOMEM, "node");
+	/* a node started here gets the command's node settings: its config
+	 * file, store, cache and images (the rest are in each request) */
+	if (config) {
+		args[k++] = "--config";
+		args[k++] = config;
 	}
-	if (n->cache_dir) {
-		args[k++] = "--cache";
-		args[k++] = (char *)n->cache_dir;
-	}
-	if (n->images_dir) {
-		args[k++] = "--images";
-		args[k++] = (char *)n->images_dir;
-	}
-	/* the node's log beside its cache, where the mount daemons wrote theirs */
-	if (cache[0] == '/' && mkdir_p(cache, 0755) == 0 &&
-	    asprintf(&log, "%s/daemon.log", cache) >= 0) {
+	args[k++] = "--store";
+	args[k++] = store;
+	args[k++] = "--cache";
+	args[k++] = cache;
+	args[k++] = "--images";
+	args[k++] = images;
+	/* its log beside its cache, where the mount daemons wrote theirs */
+	if (mkdir_p(cache, 0755) == 0 && asprintf(&log, "%s/daemon.log", cache) >= 0) {
 		args[k++] = "--log";
 		args[k++] = log;
 	} else {
 		log = NULL;
 	}
 	args[k] = NULL;
-	return node_request(node_socket_path(n->socket), args, request, ret);
+	return node_request(socket, args, request, ret);
 }
 
 /* ---- status, stop, upgrade ---------------------------------------------------- */
@@ -295,18 +321,12 @@ int cmd_node(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	static const char *const keys[] = {
-		[O_STORE - 256] = "store_url", [O_CACHE - 256] = "cache_dir",
-		[O_IMAGES - 256] = "images_dir", [O_SOCKET - 256] = "socket_path",
-		[O_METRICS - 256] = "metrics_addr", [O_CACHE_SIZE - 256] = "cache_size",
-		[O_CACHE_MEMORY - 256] = "cache_memory", [O_READAHEAD - 256] = "readahead",
-		[O_FETCH_TIMEOUT - 256] = "fetch_timeout",
-	};
-	struct node_config cfg;
-	const char *config = NULL, *verb = NULL, *log = NULL, *binary = NULL, *socket_opt = NULL;
-	_cleanup_free_ char **wargs = calloc((size_t)argc + 1, sizeof(char *));
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct tools_flags fl = { 0 };
+	const char *verb = NULL, *log = NULL, *binary = NULL;
+	char **wargs = calloc((size_t)argc * 2 + 1, sizeof(char *));
 	bool worker = false, json = false;
-	int nwargs = 0, c, r;
+	int nwargs = 0, c, r = 2;
 
 	if (!wargs)
 		return 1;
@@ -317,60 +337,25 @@ int cmd_node(int argc, char **argv)
 		if (strcmp(verb, "status") && strcmp(verb, "stop") && strcmp(verb, "upgrade")) {
 			log_error(-EINVAL, "node: unknown subcommand '%s'", verb);
 			usage(stderr);
+			free(wargs);
 			return 2;
 		}
 	}
-	/* First pass: the config file, which flags then override. */
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
-		if (c == O_CONFIG)
-			config = optarg;
-		else if (c == O_SOCKET)
-			socket_opt = optarg;
-	opterr = 1;
-	if (verb) {
-		optind = 1;
-		while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-			switch (c) {
-			case O_SOCKET: case O_CONFIG: break;
-			case O_JSON: json = true; break;
-			case O_BINARY: binary = optarg; break;
-			case 'h': usage(stdout); return 0;
-			default: usage(stderr); return 2;
-			}
-		}
-		if (optind < argc) {
-			log_error(-EINVAL, "node %s: unexpected argument '%s'", verb, argv[optind]);
-			return 2;
-		}
-		socket_opt = node_socket_path(socket_opt);
-		if (!strcmp(verb, "status"))
-			return status_cmd(socket_opt, json);
-		if (!strcmp(verb, "stop"))
-			return stop_cmd(socket_opt);
-		return upgrade_cmd(socket_opt, binary);
-	}
-	if (node_config_setup(&cfg, config) < 0)
-		return 2;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		char origin[32];
-		char *v = NULL;
+		char *v = NULL, *flag;
 
 		switch (c) {
-		case O_CONFIG: v = strdup(optarg); break;
-		case O_NOPASS: (void)node_config_set(&cfg, "passthrough", "off", "--no-passthrough");
-			break;
-		case O_NOCPU: (void)node_config_set(&cfg, "cpu_latency", "off", "--no-cpu-latency");
-			break;
+		case O_CONFIG: fl.config = optarg; v = tools_absolute(optarg); break;
 		case O_LOG: log = optarg; v = strdup(optarg); break;
 		case O_WORKER: worker = true; continue;
+		case O_JSON: json = true; continue;
+		case O_BINARY: binary = optarg; continue;
+		case O_NOPASS: case O_NOCPU: break;
 		case 'h': usage(stdout); r = 0; goto out;
 		default:
-			if (c < O_STORE || c > O_FETCH_TIMEOUT || !keys[c - 256]) {
+			if (c < O_STORE || c > O_FETCH_TIMEOUT) {
 				usage(stderr);
-				r = 2;
 				goto out;
 			}
 			/* workers run from "/": relative paths would name other places */
@@ -380,27 +365,34 @@ int cmd_node(int argc, char **argv)
 				v = tools_absolute(optarg);
 			else
 				v = strdup(optarg);
-			snprintf(origin, sizeof(origin), "--%s", opts[c - 256].name);
-			r = v ? node_config_set(&cfg, keys[c - 256], v, origin) : -ENOMEM;
-			if (r < 0) {
-				free(v);
-				r = 2;
+			if (!v)
 				goto out;
-			}
 		}
-		/* the workers get the same settings, paths made absolute */
-		if (asprintf(&wargs[nwargs], "--%s", opts[c - 256].name) < 0) {
+		/* the flags are the options' names (docs/settings.md); the workers
+		 * get the same, paths made absolute */
+		if (asprintf(&flag, "--%s", opts[c - 256].name) < 0) {
 			free(v);
-			r = 1;
 			goto out;
 		}
-		nwargs++;
+		wargs[nwargs++] = flag;
 		if (v)
 			wargs[nwargs++] = v;
+		if (c != O_CONFIG && c != O_LOG)
+			tools_flag(&fl, flag, v);
 	}
 	if (optind < argc) {
 		log_error(-EINVAL, "node: unexpected argument '%s'", argv[optind]);
-		r = 2;
+		goto out;
+	}
+	if (tools_settings(&fl, &cfg) < 0)
+		goto out;
+	if (verb) {
+		if (!strcmp(verb, "status"))
+			r = status_cmd(cfg.socket_path, json);
+		else if (!strcmp(verb, "stop"))
+			r = stop_cmd(cfg.socket_path);
+		else
+			r = upgrade_cmd(cfg.socket_path, binary);
 		goto out;
 	}
 	if (chdir("/") < 0) {
@@ -409,12 +401,12 @@ int cmd_node(int argc, char **argv)
 		goto out;
 	}
 	if (worker)
-		r = node_worker_main(&cfg, 3, 4, log);
+		r = node_worker_main(&cfg, NODE_WORKER_CHAN_FD, NODE_WORKER_LISTEN_FD, log);
 	else
 		r = node_holder_main(&cfg, wargs, nwargs);
 out:
 	for (int i = 0; i < nwargs; i++)
 		free(wargs[i]);
-	node_config_destroy(&cfg);
+	free(wargs);
 	return r;
 }

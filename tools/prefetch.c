@@ -53,13 +53,14 @@ static void usage(FILE *f)
 int cmd_cache_prefetch(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT,
-	       O_DECODE, O_PROFILED, O_NOPROFILE, O_SOCKET };
+	       O_DECODE, O_PROFILED, O_NOPROFILE, O_CONFIG, O_SOCKET };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_SIZE },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
 		{ "decode", no_argument, NULL, O_DECODE },
@@ -70,43 +71,28 @@ int cmd_cache_prefetch(int argc, char **argv)
 		{ 0 }
 	};
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
-	_cleanup_free_ char *store_abs = NULL, *cache_abs = NULL;
-	const char *store = NULL, *cache = NULL, *endpoint = NULL, *ref;
-	struct tools_node n = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct tools_flags fl = { 0 };
 	struct json *reply = NULL;
-	uint64_t fetch_timeout = 0, size;
-	bool json = false, profiled = false, noprofile = false, decode = false, timeout_set = false;
+	const char *ref;
+	bool json = false, profiled = false, noprofile = false, decode = false;
 	int c, r = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: store = optarg; break;
-		case O_S3_ENDPOINT:
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			endpoint = optarg;
-			break;
-		case O_FETCH_TIMEOUT:
-			if (parse_uint(optarg, 86400, &fetch_timeout) < 0) {
-				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
-				return 2;
-			}
-			timeout_set = true;
-			break;
-		case O_CACHE: cache = optarg; break;
-		case O_SIZE:
-			if (parse_size(optarg, &size) < 0) {
-				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
-				return 2;
-			}
-			break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_S3_ENDPOINT: tools_flag(&fl, "--s3-endpoint", optarg); break;
+		case O_FETCH_TIMEOUT: tools_flag(&fl, "--fetch-timeout", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_SIZE: tools_flag(&fl, "--cache-size", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
+		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case O_JSON: json = true; break;
 		case O_NOPROG: break;
 		case O_DECODE: decode = true; break;
 		case O_PROFILED: profiled = true; break;
 		case O_NOPROFILE: noprofile = true; break;
-		case O_SOCKET: n.socket = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -118,33 +104,11 @@ int cmd_cache_prefetch(int argc, char **argv)
 		return 2;
 	}
 	ref = argv[optind++];
-	if (!store && getenv("LAZYROOT_STORE") && *getenv("LAZYROOT_STORE"))
-		store = getenv("LAZYROOT_STORE");
-	if (!cache && getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))
-		cache = getenv("LAZYROOT_CACHE");
-	store_abs = store ? tools_absolute_store_url(store) : NULL;
-	cache_abs = cache ? tools_absolute(cache) : NULL;
-	if ((store && !store_abs) || (cache && !cache_abs))
-		return 1;
-	n.store_url = store_abs;
-	n.cache_dir = cache_abs;
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
 	r = buf_printf(&req, "{\"verb\":\"prefetch\",\"ref\":");
 	r = r ?: node_json_str(&req, ref);
-	if (store_abs) {
-		r = r ?: buf_printf(&req, ",\"store\":");
-		r = r ?: node_json_str(&req, store_abs);
-	}
-	if (cache_abs) {
-		r = r ?: buf_printf(&req, ",\"cache\":");
-		r = r ?: node_json_str(&req, cache_abs);
-	}
-	if (endpoint) {
-		r = r ?: buf_printf(&req, ",\"s3_endpoint\":");
-		r = r ?: node_json_str(&req, endpoint);
-	}
-	if (timeout_set)
-		r = r ?: buf_printf(&req, ",\"fetch_timeout_ms\":%llu",
-		                    (unsigned long long)fetch_timeout * 1000);
+	r = r ?: tools_node_settings(&req, &cfg);
 	r = r ?: buf_printf(&req, ",\"decode\":%s,\"profiled\":%s,\"no_profile\":%s,\"paths\":[",
 	                    decode ? "true" : "false", profiled ? "true" : "false",
 	                    noprofile ? "true" : "false");
@@ -158,7 +122,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 		log_errno(r, "prefetch '%s'", ref);
 		return 1;
 	}
-	r = tools_node_request(&n, (char *)req.data, &reply);
+	r = tools_node_request(&cfg, (char *)req.data, &reply);
 	if (r < 0)
 		return 1;
 	if (json) {

@@ -16,7 +16,6 @@
 #include "lib/lib.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
-#include "node/node.h"
 #include "tools/tools.h"
 
 #define RUN_FAILED 125   /* the launcher itself failed: bad option, setup error */
@@ -32,12 +31,9 @@ static void usage(FILE *f)
 	        "output through and exit with its status (128 + N when signal N ended it).\n"
 	        "Nothing of the sandbox is left afterwards.  Needs root.\n"
 	        "\n"
-	        "IMAGE is mounted once per node and store by the node service (`lazyroot\n"
-	        "node`, started in the background when none answers), at IMAGES/<index\n"
-	        "name>, by the first run that needs it, and stays mounted for later runs\n"
-	        "until `lazyroot umount IMAGES/<index name>`.  The same index from another\n"
-	        "store is another mount, IMAGES/<index name>-<store hash>.\n"
-	        "Its config's env, working directory and user apply\n"
+	        "IMAGE is mounted once per node, at IMAGES/<index name>, by the first run\n"
+	        "that needs it, and stays mounted for later runs until `lazyroot umount\n"
+	        "IMAGES/<index name>`.  Its config's env, working directory and user apply\n"
 	        "unless the policy file or the options below set them.\n"
 	        "Every limit has a default; sandbox/POLICY.md documents each field.\n"
 	        "\n"
@@ -47,8 +43,8 @@ static void usage(FILE *f)
 	        "                       $LAZYROOT_CACHE, else %s)\n"
 	        "  --images DIR         where the node's image mounts live (default:\n"
 	        "                       $LAZYROOT_IMAGES, else %s)\n"
-	        "  --socket PATH        the node's control socket (default: $LAZYROOT_SOCKET,\n"
-	        "                       else %s)\n"
+	        "  --config FILE        the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                       %s; docs/settings.md)\n"
 	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
 	        "  --policy FILE        policy file (key = value lines); the options below\n"
 	        "                       override its fields whatever their order\n"
@@ -76,7 +72,8 @@ static void usage(FILE *f)
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
 	        "not found, 125 when the launcher fails (the message says why).\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, IMAGES_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR,
+	        NODE_CONFIG_DEFAULT_PATH);
 }
 
 struct setting {
@@ -109,20 +106,25 @@ static int apply_settings(struct sandbox *sb, const char *policy, const struct s
 	return r;
 }
 
-/* The sandbox for IMAGE: mounted on this node by the node service; then its
- * config, the policy file and the options. */
-static int image_sandbox(const char *ref, const struct images_params *ip, const char *policy,
+/* The sandbox for IMAGE: mounted on this node by the node service (the
+ * command's settings go with the request); then its config, the policy file
+ * and the options. */
+static int image_sandbox(const char *ref, const struct node_config *cfg, const char *policy,
                          const struct setting *set, size_t nset, struct sandbox **ret)
 {
+	struct sandbox_node node;
 	struct sandbox *sb = NULL;
-	_cleanup_free_ char *dir = NULL, *cfg = NULL;
+	_cleanup_free_ char *dir = NULL, *icfg = NULL;
 	int r;
 
-	r = images_mount(ip, ref, &dir, &cfg);
+	r = images_mount(cfg, ref, &dir, &icfg);
 	if (r == 0)
 		r = sandbox_new(&sb);
-	if (r == 0)
-		r = images_apply_config(sb, dir, ref, cfg, strlen(cfg));
+	if (r == 0) {
+		tools_sandbox_node(cfg, &node);
+		sandbox_set_node(sb, &node);
+		r = images_apply_config(sb, dir, ref, icfg, strlen(icfg));
+	}
 	if (r == 0)
 		r = apply_settings(sb, policy, set, nset);
 	if (r == 0)
@@ -139,7 +141,7 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_SOCKET };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -163,7 +165,7 @@ int cmd_run(int argc, char **argv)
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
-		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -176,11 +178,12 @@ int cmd_run(int argc, char **argv)
 		[O_STAGE - 256] = "stage",
 	};
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
-	_cleanup_free_ char *images_abs = NULL, *store_abs = NULL, *cache_abs = NULL;
-	struct images_params ip = { 0 };
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct sandbox_node node;
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
-	const char *policy = NULL, *json = NULL, *image = NULL, *images_opt = NULL;
+	const char *policy = NULL, *json = NULL, *image = NULL;
 	bool want_json = false, rootfs = false;
 	size_t nset = 0;
 	int c, r;
@@ -202,10 +205,10 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case O_POLICY: policy = optarg; break;
 		case O_JSON: want_json = true; json = optarg; break;
-		case O_STORE: ip.store_url = optarg; break;
-		case O_CACHE: ip.cache_dir = optarg; break;
-		case O_IMAGES: images_opt = optarg; break;
-		case O_SOCKET: ip.socket = optarg; break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_IMAGES: tools_flag(&fl, "--images", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');
 
@@ -236,31 +239,17 @@ int cmd_run(int argc, char **argv)
 		log_error(-EINVAL, "run: image '%s' and --rootfs: give one of them", image);
 		return RUN_FAILED;
 	}
-	/* Options and the policy file first, so that a typo mounts nothing. */
-	if (sandbox_new(&sb) < 0)
+	/* Settings, options and the policy file first, so that a typo mounts
+	 * nothing. */
+	if (tools_settings(&fl, &cfg) < 0 || sandbox_new(&sb) < 0)
 		return RUN_FAILED;
+	tools_sandbox_node(&cfg, &node);
+	sandbox_set_node(sb, &node);
 	r = apply_settings(sb, policy, set, nset);
 	if (r == 0 && image) {
 		sandbox_free(sb);
 		sb = NULL;
-		/* only what the command names: the node's own settings otherwise */
-		if (!ip.store_url && getenv("LAZYROOT_STORE") && *getenv("LAZYROOT_STORE"))
-			ip.store_url = getenv("LAZYROOT_STORE");
-		if (!ip.cache_dir && getenv("LAZYROOT_CACHE") && *getenv("LAZYROOT_CACHE"))
-			ip.cache_dir = getenv("LAZYROOT_CACHE");
-		store_abs = ip.store_url ? tools_absolute_store_url(ip.store_url) : NULL;
-		cache_abs = ip.cache_dir ? tools_absolute(ip.cache_dir) : NULL;
-		ip.store_url = store_abs;
-		ip.cache_dir = cache_abs;
-		images_opt = tools_images_dir(images_opt);
-		images_abs = tools_absolute(images_opt);
-		if (!images_abs) {
-			log_errno(-ENOMEM, "--images '%s'", images_opt);
-			sandbox_free(sb);
-			return RUN_FAILED;
-		}
-		ip.images_dir = images_abs;
-		r = image_sandbox(image, &ip, policy, set, nset, &sb);
+		r = image_sandbox(image, &cfg, policy, set, nset, &sb);
 	}
 	if (r == 0)
 		r = sandbox_run(sb, argv + optind, &res);

@@ -18,14 +18,9 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <limits.h>
-#include <sys/file.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 
-#include "fs/fs.h"
 #include "image/image.h"
 #include "lib/json.h"
 #include "lib/lib.h"
@@ -34,7 +29,6 @@
 #include "store/store.h"
 #include "tools/tools.h"
 
-#define FUSE_SUPER_MAGIC 0x65735546
 #define IMAGES_PASSWD_MAX (4u << 20)  /* largest /etc/passwd or /etc/group read */
 
 int images_mount(const struct node_config *cfg, const char *ref, char **ret_dir,

@@ -9,16 +9,11 @@
  * know (its server gone, or one of another node) is unmounted here, waiting
  * for the process recorded in CACHE/mounts/<major>:<minor> to exit.
  */
-#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
-#include <limits.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/mman.h>
+#include <limits.h>
 #include <sys/mount.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -30,14 +25,11 @@
 #include "image/image.h"
 #include "lib/json.h"
 #include "lib/lib.h"
-#include "lib/loop.h"
-#include "store/store.h"
 #include "node/node.h"
+#include "store/store.h"
 #include "tools/tools.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
-#define MOUNT_DEFAULT_READAHEAD 4   /* chunks fetched ahead of a sequential reader */
-#define MOUNT_LOOP_ENTRIES 256
 
 static void mount_usage(FILE *f)
 {
@@ -49,8 +41,11 @@ static void mount_usage(FILE *f)
 	        "them in the node-local cache.  The node service (`lazyroot node`) serves\n"
 	        "it, started in the background when none answers; returns once the mount\n"
 	        "answers, which lasts until `lazyroot umount MOUNTPOINT` or `node stop`.\n"
-	        "Options not given are the node's settings.\n"
+	        "The settings below go with the request: the node applies them to this\n"
+	        "mount (a store or cache it opens for it; a cache already open stays as it is).\n"
 	        "\n"
+	        "  --config FILE      the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                     %s; docs/settings.md has every setting)\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
         "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
         "                     else $AWS_ENDPOINT_URL, else AWS)\n"
@@ -70,9 +65,9 @@ static void mount_usage(FILE *f)
 	        "                     unless $LAZYROOT_PASSTHROUGH is off)\n"
 	        "  --no-cpu-latency   let idle CPUs halt while requests are being served\n"
 	        "                     (default: when root, ask for a CPU wake-up latency of\n"
-	        "                     0 until %d ms after the last request, so that a request\n"
-	        "                     or reply never waits for a halted CPU; also off when\n"
-	        "                     $LAZYROOT_CPU_LATENCY is off)\n"
+	        "                     0 until cpu_latency_hold (default %d ms) after the last\n"
+	        "                     request, so that a request or reply never waits for a\n"
+	        "                     halted CPU; also off when $LAZYROOT_CPU_LATENCY is off)\n"
 	        "  --record-profile FILE  note the image's chunks in the order they are first\n"
 	        "                     read through this mount, and write them to FILE as an\n"
 	        "                     access profile of one trace when the mount ends (implies\n"
@@ -85,9 +80,10 @@ static void mount_usage(FILE *f)
 	        "  --socket PATH      the node's control socket (default: $LAZYROOT_SOCKET,\n"
 	        "                     else %s)\n"
 	        "  -h, --help         this text\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD,
-	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000, FS_CPU_HOLD_MS, FS_PROFILE_WINDOW,
-	        FS_PROFILE_INFLIGHT, NODE_DEFAULT_SOCKET);
+	        NODE_CONFIG_DEFAULT_PATH, STORE_DEFAULT_URL, CACHE_DEFAULT_DIR,
+	        NODE_DEFAULT_READAHEAD, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000,
+	        NODE_DEFAULT_CPU_LATENCY_HOLD_MS, NODE_DEFAULT_PROFILE_WINDOW,
+	        NODE_DEFAULT_PROFILE_INFLIGHT, NODE_DEFAULT_SOCKET);
 }
 
 /* Is mountpoint a lazyroot mount that answers?  stat() reaches the node. */

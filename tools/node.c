@@ -178,10 +178,13 @@ static int status_cmd(const char *socket, bool json)
 
 	if (json) {
 		r = node_call_text(socket, "{\"verb\":\"status\"}", &b);
-		if (r < 0)
-			return call(socket, "{\"verb\":\"status\"}", &j) < 0 ? 1 : 1;
-		fwrite(b.data, 1, b.len, stdout);
-		return 0;
+		if (r == -ECONNREFUSED || r == -ENOENT)
+			log_error(r, "node '%s': no node service answers", socket);
+		else if (r < 0)
+			log_errno(r, "node '%s'", socket);
+		else
+			fwrite(b.data, 1, b.len, stdout);
+		return r < 0 ? 1 : 0;
 	}
 	if (call(socket, "{\"verb\":\"status\"}", &j) < 0)
 		return 1;

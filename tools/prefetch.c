@@ -41,13 +41,15 @@ static void usage(FILE *f)
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
 	        "  --fetch-timeout S  seconds a chunk is retried on a failing remote store\n"
 	        "                     before it counts as failed (default %d)\n"
+	        "  --config FILE      the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                     %s; docs/settings.md)\n"
 	        "  --json             print a summary as JSON\n"
-	        "  --no-progress      (accepted; the node answers at the end)\n"
+	        "  --no-progress      (accepted; the node answers once it is done)\n"
 	        "  --socket PATH      the node's control socket (default: $LAZYROOT_SOCKET,\n"
 	        "                     else %s)\n"
 	        "  -h, --help         this text\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000,
-	        NODE_DEFAULT_SOCKET);
+	        NODE_CONFIG_DEFAULT_PATH, NODE_DEFAULT_SOCKET);
 }
 
 int cmd_cache_prefetch(int argc, char **argv)

@@ -31,9 +31,12 @@ static void usage(FILE *f)
 	        "output through and exit with its status (128 + N when signal N ended it).\n"
 	        "Nothing of the sandbox is left afterwards.  Needs root.\n"
 	        "\n"
-	        "IMAGE is mounted once per node, at IMAGES/<index name>, by the first run\n"
-	        "that needs it, and stays mounted for later runs until `lazyroot umount\n"
-	        "IMAGES/<index name>`.  Its config's env, working directory and user apply\n"
+	        "IMAGE is mounted once per node and store by the node service (`lazyroot\n"
+	        "node`, started in the background when none answers), at IMAGES/<index\n"
+	        "name>, by the first run that needs it, and stays mounted for later runs\n"
+	        "until `lazyroot umount IMAGES/<index name>`.  The same index from another\n"
+	        "store is another mount, IMAGES/<index name>-<store hash>.\n"
+	        "Its config's env, working directory and user apply\n"
 	        "unless the policy file or the options below set them.\n"
 	        "Every limit has a default; sandbox/POLICY.md documents each field.\n"
 	        "\n"
@@ -43,6 +46,8 @@ static void usage(FILE *f)
 	        "                       $LAZYROOT_CACHE, else %s)\n"
 	        "  --images DIR         where the node's image mounts live (default:\n"
 	        "                       $LAZYROOT_IMAGES, else %s)\n"
+	        "  --socket PATH        the node's control socket (default: $LAZYROOT_SOCKET,\n"
+	        "                       else %s)\n"
 	        "  --config FILE        the node's settings (default: $LAZYROOT_CONFIG, else\n"
 	        "                       %s; docs/settings.md)\n"
 	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
@@ -72,7 +77,7 @@ static void usage(FILE *f)
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
 	        "not found, 125 when the launcher fails (the message says why).\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR,
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,
 	        NODE_CONFIG_DEFAULT_PATH);
 }
 
@@ -141,7 +146,7 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG, O_SOCKET };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -165,6 +170,7 @@ int cmd_run(int argc, char **argv)
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
+		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -208,6 +214,7 @@ int cmd_run(int argc, char **argv)
 		case O_STORE: tools_flag(&fl, "--store", optarg); break;
 		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
 		case O_IMAGES: tools_flag(&fl, "--images", optarg); break;
+		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case O_CONFIG: fl.config = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');

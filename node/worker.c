@@ -348,6 +348,15 @@ static int mopts_parse(const struct node_config *c, const struct json *j, struct
 	};
 	if (j && !json_is(j, JSON_OBJECT))
 		return log_error(-EINVAL, "request: options: not an object");
+	for (size_t i = 0; i < json_len(j); i++) {
+		const char *k = json_key_at(j, i, NULL);
+		bool known = !strcmp(k, "record");
+
+		for (size_t f = 0; f < ARRAY_SIZE(flags); f++)
+			known |= !strcmp(k, flags[f].key);
+		if (!known)
+			return log_error(-EINVAL, "request: options: unknown option '%.64s'", k);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		const struct json *f = json_get(j, flags[i].key);
 

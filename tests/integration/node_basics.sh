@@ -20,6 +20,7 @@ seq 1 200000 >"$WORK/src/d/b"
 "$LAZYROOT" build "$WORK/src" --store "dir:$WORK/store" --tag t:1 --no-progress >/dev/null
 cp -a "$WORK/store" "$WORK/store2"
 hex=$(cat "$WORK/store/tags/t:1")
+export LAZYROOT_IMAGES=$WORK/images
 port=$(free_port)
 export LAZYROOT_METRICS=127.0.0.1:$port
 
@@ -52,7 +53,8 @@ check "$LAZYROOT" node status
 check_not "$LAZYROOT" node --socket "$WORK/node.sock" --cache "$WORK/cache"
 
 # --- 2. bad requests: an error each, the node goes on
-python3 - "$WORK/node.sock" >"$WORK/bad.out" 2>&1 <<'PY'
+st=0
+python3 - "$WORK/node.sock" >"$WORK/bad.out" 2>&1 <<'PY' || st=$?
 import json, socket, sys
 path = sys.argv[1]
 def ask(data):
@@ -77,7 +79,13 @@ def ask(data):
 bad = [b"garbage\n", b'{"verb":', b"\x00" * 200000, b"[1,2]\n", b'"mount"\n', b"{}\n",
        b'{"verb":"frobnicate"}\n', b'{"verb":"mount"}\n', b'{"verb":"mount","ref":7}\n',
        b'{"verb":"mount","ref":"t:1","mountpoint":"relative"}\n',
-       b'{"verb":"mount","ref":"t:1","options":{"readahead":-1}}\n',
+       b'{"verb":"mount","ref":"t:1","options":{"readahead":4}}\n',
+       b'{"verb":"mount","ref":"t:1","options":{"suid":"yes"}}\n',
+       b'{"verb":"mount","ref":"t:1","settings":{"readahead":"-1"}}\n',
+       b'{"verb":"mount","ref":"t:1","settings":{"no_such_setting":"1"}}\n',
+       b'{"verb":"mount","ref":"t:1","settings":[]}\n',
+       b'{"verb":"mount","ref":"t:1","cache":"relative/cache"}\n',
+       b'{"verb":"prefetch","ref":"t:1","paths":"/"}\n',
        b'{"verb":"umount","mountpoint":"/nowhere"}\n', b'{"verb":"umount"}\n',
        b'{"verb":"status"} trailing\n', b"\xff\xfe\n", b"{" * 100000 + b"\n"]
 for data in bad:
@@ -92,7 +100,6 @@ r = json.loads(ask(b'{"verb":"status"}\n'))
 assert r["ok"] and len(r["mounts"]) == 1, r
 print("still serving")
 PY
-st=$?
 cat "$WORK/bad.out" >&2
 check test "$st" = 0
 check grep -q "still serving" "$WORK/bad.out"

@@ -223,7 +223,7 @@ static int connect_to(const char *path)
 	return fd;
 }
 
-int node_call_text(const char *socket, const char *request, struct buf *b)
+static int call_once(const char *socket, const char *request, struct buf *b)
 {
 	_cleanup_close_ int fd = connect_to(socket);
 	int r;
@@ -255,6 +255,19 @@ int node_call_text(const char *socket, const char *request, struct buf *b)
 	if (b->len == 0)
 		return -ECONNRESET;   /* the worker died before it answered */
 	return 0;
+}
+
+int node_call_text(const char *socket, const char *request, struct buf *b)
+{
+	int r = call_once(socket, request, b);
+
+	/* The worker ended with our request unanswered (killed, or leaving
+	 * for an upgrade): the next one answers.  Requests are idempotent. */
+	for (int i = 0; r == -ECONNRESET && i < NODE_RETRIES; i++) {
+		b->len = 0;
+		r = call_once(socket, request, b);
+	}
+	return r;
 }
 
 int node_call(const char *socket, const char *request, struct json **ret)
@@ -400,11 +413,6 @@ int node_request(const char *socket, char *const *start_args, const char *reques
 			return r;
 		r = node_call(socket, request, &reply);
 	}
-	/* The worker died before it answered (killed, upgraded): the next one
-	 * answers; requests are idempotent (a mount the dead worker made is
-	 * the next one's, found again). */
-	for (int i = 0; r == -ECONNRESET && i < NODE_RETRIES; i++)
-		r = node_call(socket, request, &reply);
 	if (r < 0) {
 		if (no_node(r))
 			return log_error(r, "node '%s': no node service answers", socket);

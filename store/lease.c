@@ -140,7 +140,9 @@ int store_lease_take(const char *url, const char *kind, unsigned ttl, struct sto
 		lease_free(l);
 		return -ENOMEM;
 	}
-	r = store_put_new_sync(l->s, l->key, l->body, strlen(l->body));
+	/* a plain PUT: the random name is the lease's own, and a store whose
+	 * server cannot MOVE (nginx with dav_methods PUT alone) still takes builds */
+	r = store_put_sync(l->s, l->key, l->body, strlen(l->body));
 	if (r < 0) {
 		log_errno(r, "store '%s': writing lease %s", url, l->key);
 		lease_free(l);
@@ -195,9 +197,11 @@ void store_lease_end(struct store_lease *l)
 		pthread_mutex_unlock(&l->lock);
 		pthread_join(l->thread, NULL);
 	}
+	/* quietly: a lease that stays lapses after ttl, and a store that cannot
+	 * delete cannot be collected either */
 	r = store_delete_sync(l->s, l->key);
 	if (r < 0 && r != -ENOENT)
-		log_msg(LOG_WARN, "store '%s': deleting lease %s: %s (it lapses in %us)",
+		log_msg(LOG_INFO, "store '%s': deleting lease %s: %s (it lapses in %us)",
 		        store_url(l->s), l->key, strerror(-r), l->ttl);
 	lease_free(l);
 }

@@ -24,7 +24,8 @@
  *   BASE/profiles/<hex>
  * get is a GET (with Range when a part is asked for), head a HEAD (size from
  * Content-Length), put a PUT; list reads directory listings in nginx's
- * `autoindex on; autoindex_format json;` form (only tags are ever listed).
+ * `autoindex on; autoindex_format json;` form (image ls lists tags/; store gc
+ * and verify list every area, and gc also needs `dav_methods PUT DELETE MOVE`).
  * 404 and 410 are -ENOENT; other 4xx fail at once (401/403 -EACCES, the rest
  * -EPROTO); connection failures, resets, timeouts, short bodies, 408, 429 and
  * 5xx are retried with exponential backoff and jitter (50 ms doubling up to

@@ -638,7 +638,7 @@ int build_new(const struct build_params *p, struct store *store, struct build **
 		if (w)
 			w->b = b;
 		if (!w || !(w->cctx = ZSTD_createCCtx()) ||
-		    (r = store_open(store_url(store), &w->store)) < 0 ||
+		    (r = store_reopen(store, &w->store)) < 0 ||
 		    (r = pthread_create(&b->threads[i], NULL, worker_main, w)) != 0) {
 			if (w) {
 				store_free(w->store);

@@ -36,6 +36,7 @@
  * not a missing object).  The parsing lives in s3.c.
  */
 #include <curl/curl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -46,6 +47,8 @@
 #include "store/store-internal.h"
 
 #define HTTP_DEFAULT_TRANSFERS 32    /* bench/remote: 4-32 alike on loopback; latency wants more */
+#define HTTP_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define HTTP_DEFAULT_LOW_SPEED_TIME 10   /* s */
 #define HTTP_BACKOFF_BASE_NS (50ULL * 1000000)
 #define HTTP_BACKOFF_CAP_NS (2000ULL * 1000000)
 #define HTTP_MAX_OBJECT (1ULL << 30)   /* a whole-object get larger than this is refused */
@@ -120,7 +123,7 @@ struct http_store {
 	uint64_t curl_due_ns;         /* when curl wants a timeout call; 0: never */
 	struct watch *watch;          /* loop mode: the poll on epfd */
 	struct tick *tick;            /* loop mode: the timer */
-	long connect_timeout, low_speed_time;
+	long connect_timeout_ms, low_speed_time;
 	char *ca_file, *ca_path;
 	struct curl_slist *headers;
 	struct s3_conf *s3;           /* s3:// stores; NULL for http */
@@ -532,7 +535,7 @@ static int xfer_setup(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, h->connect_timeout);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, h->low_speed_time);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers ? x->headers : h->headers);
@@ -1520,33 +1523,30 @@ static const struct store_ops http_ops = {
 	.free = http_free,
 };
 
-static long env_long(const char *name, long def, long min, long max)
+/* o's duration in whole seconds (libcurl's unit for these), rounded up;
+ * def_s when unset. */
+static long seconds(uint64_t ms, long def_s)
 {
-	const char *v = getenv(name);
-	uint64_t n;
-
-	if (!v || !*v)
-		return def;
-	if (parse_uint(v, (uint64_t)max, &n) < 0 || (long)n < min) {
-		log_msg(LOG_WARN, "%s='%s': want %ld to %ld; using %ld", name, v, min, max, def);
-		return def;
-	}
-	return (long)n;
+	return ms ? (long)MIN((ms + 999) / 1000, (uint64_t)LONG_MAX) : def_s;
 }
 
-static char *env_dup(const char *name)
+static int dup_opt(const char *v, char **ret)
 {
-	const char *v = getenv(name);
-
-	return v && *v ? strdup(v) : NULL;
+	*ret = NULL;
+	if (!v || !*v)
+		return 0;
+	*ret = strdup(v);
+	return *ret ? 0 : -ENOMEM;
 }
 
 /* A store whose keys live under base (n bytes of it); url names it in
  * messages. */
-static int http_new(const char *url, const char *base, size_t n, struct http_store **ret)
+static int http_new(const char *url, const char *base, size_t n, const struct store_options *o,
+                    struct http_store **ret)
 {
 	struct http_store *h;
 	struct store *s;
+	bool nomem;
 
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
@@ -1562,17 +1562,15 @@ static int http_new(const char *url, const char *base, size_t n, struct http_sto
 	h->base = strndup(base, n);
 	h->multi = curl_multi_init();
 	h->headers = curl_slist_append(NULL, "Expect:");
-	h->max = (unsigned)env_long("LAZYROOT_HTTP_TRANSFERS", HTTP_DEFAULT_TRANSFERS, 1, 1024);
-	h->connect_timeout = env_long("LAZYROOT_HTTP_CONNECT_TIMEOUT", 5, 1, 3600);
-	h->low_speed_time = env_long("LAZYROOT_HTTP_LOW_SPEED_TIME", 10, 1, 3600);
-	h->ca_file = env_dup("CURL_CA_BUNDLE");
-	if (!h->ca_file)
-		h->ca_file = env_dup("SSL_CERT_FILE");
-	h->ca_path = env_dup("SSL_CERT_DIR");
+	h->max = o->http_transfers ? o->http_transfers : HTTP_DEFAULT_TRANSFERS;
+	h->connect_timeout_ms = o->http_connect_timeout_ms ? (long)MIN(o->http_connect_timeout_ms,
+	                        (uint64_t)LONG_MAX) : HTTP_DEFAULT_CONNECT_TIMEOUT_MS;
+	h->low_speed_time = seconds(o->http_low_speed_time_ms, HTTP_DEFAULT_LOW_SPEED_TIME);
+	nomem = dup_opt(o->tls_ca_file, &h->ca_file) < 0 || dup_opt(o->tls_ca_dir, &h->ca_path) < 0;
 	h->rnd = now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)h;
 	if (!h->rnd)
 		h->rnd = 1;
-	if (h->epfd < 0 || !h->base || !h->multi || !h->headers) {
+	if (h->epfd < 0 || !h->base || !h->multi || !h->headers || nomem) {
 		int r = h->epfd < 0 ? -errno : -ENOMEM;
 
 		http_free(s);
@@ -1588,7 +1586,7 @@ static int http_new(const char *url, const char *base, size_t n, struct http_sto
 	return 0;
 }
 
-int store_http_open(const char *url, struct store **ret)
+int store_http_open(const char *url, const struct store_options *o, struct store **ret)
 {
 	struct http_store *h;
 	size_t n = strlen(url);
@@ -1598,14 +1596,14 @@ int store_http_open(const char *url, struct store **ret)
 		n--;
 	if (n <= strlen("https://") || strchr(url, '?') || strchr(url, '#'))
 		return log_error(-EINVAL, "store '%s': want http[s]://host[:port][/path]", url);
-	r = http_new(url, url, n, &h);
+	r = http_new(url, url, n, o, &h);
 	if (r < 0)
 		return r;
 	*ret = h->s;
 	return 0;
 }
 
-int store_s3_open(const char *url, struct store **ret)
+int store_s3_open(const char *url, const struct store_options *o, struct store **ret)
 {
 	struct s3_conf *c = calloc(1, sizeof(*c));
 	struct http_store *h;
@@ -1615,7 +1613,7 @@ int store_s3_open(const char *url, struct store **ret)
 
 	if (!c)
 		return -ENOMEM;
-	r = s3_conf_load(url, c);
+	r = s3_conf_load(url, o, c);
 	if (r < 0) {
 		free(c);
 		return r;
@@ -1627,7 +1625,7 @@ int store_s3_open(const char *url, struct store **ret)
 		r = r < 0 ? log_error(r, "store '%s': prefix too long", url) : -ENOMEM;
 	}
 	if (r == 0)
-		r = http_new(url, base, strlen(base), &h);
+		r = http_new(url, base, strlen(base), o, &h);
 	if (r < 0) {
 		s3_conf_destroy(c);
 		free(c);
@@ -1635,7 +1633,7 @@ int store_s3_open(const char *url, struct store **ret)
 	}
 	h->s3 = c;
 	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", c->region);
-	h->s3_max_keys = (unsigned)env_long("LAZYROOT_S3_LIST_MAX_KEYS", 0, 1, 1000);
+	h->s3_max_keys = o->s3_list_max_keys;
 	if (!c->access_key)
 		log_msg(LOG_INFO, "store '%s': no credentials found; requests go unsigned", url);
 	*ret = h->s;

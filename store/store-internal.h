@@ -71,6 +71,7 @@ struct store {
 	struct store_counters *counters;       /* &own, or the caller's */
 	struct store **children;               /* mirrors: the stores they read in order */
 	size_t nchildren;
+	const struct store_options *opts;      /* borrowed (store_open_with); NULL: defaults */
 };
 
 /* A new store with ops and backend, defaults set; -ENOMEM as NULL. */
@@ -100,9 +101,10 @@ bool store_layout_key(const char *path, char *out, size_t outlen);
 bool store_key_valid(const char *key);
 
 int store_dir_open(const char *path, struct store **ret);
-int store_http_open(const char *url, struct store **ret);
+/* o: never NULL (store.c passes zeroed options for defaults). */
+int store_http_open(const char *url, const struct store_options *o, struct store **ret);
 /* s3://BUCKET[/PREFIX]: the HTTP store speaking S3 (see store.h). */
-int store_s3_open(const char *url, struct store **ret);
+int store_s3_open(const char *url, const struct store_options *o, struct store **ret);
 /* Takes the n stores (all of them, also on failure). */
 int store_mirror_open(struct store **children, size_t n, struct store **ret);
 
@@ -138,13 +140,11 @@ struct s3_conf {
  * http[s]://HOST[:PORT] too.  -EINVAL for anything else: a bucket of 3-63
  * [A-Za-z0-9._-], a prefix store_key_valid() accepts, no query or fragment. */
 int s3_parse_url(const char *url, char **ret_endpoint, char **ret_bucket, char **ret_prefix);
-/* Fill c from url and the environment: endpoint the URL's own, else
- * AWS_ENDPOINT_URL_S3, else
- * AWS_ENDPOINT_URL, else AWS's own; region AWS_REGION, else
- * AWS_DEFAULT_REGION, else us-east-1; keys AWS_ACCESS_KEY_ID,
- * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the shared credentials
- * file.  Logs its errors. */
-int s3_conf_load(const char *url, struct s3_conf *c);
+/* Fill c from url and the store options o: endpoint the URL's own, else
+ * o's, else AWS's own for the region; region o's, else us-east-1; keys o's,
+ * else the shared credentials file (see struct store_options).  Logs its
+ * errors. */
+int s3_conf_load(const char *url, const struct store_options *o, struct s3_conf *c);
 void s3_conf_destroy(struct s3_conf *c);
 /* The keys of profile in an AWS shared credentials file's text.  -ENOENT: no
  * such profile; -EINVAL: it lacks the key id or the secret; -EBADMSG: not

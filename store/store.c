@@ -56,16 +56,17 @@ static int set_url(struct store *s, const char *url, struct store **ret)
 	return 0;
 }
 
-static int open_one(const char *url, struct store **ret)
+static int open_one(const char *url, const struct store_options *o, struct store **ret)
 {
+	static const struct store_options defaults;
 	const char *path = NULL;
 	struct store *s = NULL;
 	int r;
 
 	if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
-		r = store_http_open(url, &s);
+		r = store_http_open(url, o ? o : &defaults, &s);
 	} else if (!strncmp(url, "s3://", 5) || !strncmp(url, "s3+http", 7)) {
-		r = store_s3_open(url, &s);
+		r = store_s3_open(url, o ? o : &defaults, &s);
 	} else {
 		if (!strncmp(url, "dir:", 4))
 			path = url + 4;
@@ -77,10 +78,21 @@ static int open_one(const char *url, struct store **ret)
 	}
 	if (r < 0)
 		return r;
+	s->opts = o;
 	return set_url(s, url, ret);
 }
 
 int store_open(const char *url, struct store **ret)
+{
+	return store_open_with(url, NULL, ret);
+}
+
+int store_reopen(const struct store *s, struct store **ret)
+{
+	return store_open_with(s->url, s->opts, ret);
+}
+
+int store_open_with(const char *url, const struct store_options *o, struct store **ret)
 {
 	_cleanup_free_ char *copy = NULL;
 	struct store **v = NULL, *s = NULL;
@@ -89,7 +101,7 @@ int store_open(const char *url, struct store **ret)
 	int r = 0;
 
 	if (!strchr(url, ','))
-		return open_one(url, ret);
+		return open_one(url, o, ret);
 	copy = strdup(url);
 	v = calloc(strlen(url) / 2 + 2, sizeof(*v));
 	if (!copy || !v) {
@@ -97,7 +109,7 @@ int store_open(const char *url, struct store **ret)
 		return -ENOMEM;
 	}
 	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save))
-		r = open_one(u, &v[n++]);
+		r = open_one(u, o, &v[n++]);
 	if (r == 0 && n < 2)
 		r = log_error(-EINVAL, "store '%s': a list of mirrors needs two stores or more", url);
 	if (r < 0) {
@@ -109,6 +121,7 @@ int store_open(const char *url, struct store **ret)
 	r = store_mirror_open(v, n, &s);
 	if (r < 0)
 		return r;
+	s->opts = o;
 	return set_url(s, url, ret);
 }
 

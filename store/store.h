@@ -31,27 +31,26 @@
  * 5xx are retried with exponential backoff and jitter (50 ms doubling up to
  * 2 s) until the operation's fetch timeout (store_set_fetch_timeout) ends,
  * then fail with the last error.  Proxies: libcurl's usual variables
- * (http_proxy, https_proxy, no_proxy).  TLS: the system's CA store, or
- * CURL_CA_BUNDLE, else SSL_CERT_FILE (a file), and SSL_CERT_DIR (a directory).
- * Tuning through the environment: LAZYROOT_HTTP_TRANSFERS (transfers in
- * flight per store handle, default 32: measured against nginx on loopback,
- * see bench/RESULTS.md), LAZYROOT_HTTP_CONNECT_TIMEOUT (seconds, default 5)
- * and LAZYROOT_HTTP_LOW_SPEED_TIME (a transfer moving under 1 KiB/s for this
- * many seconds is dropped and retried; default 10).
+ * (http_proxy, https_proxy, no_proxy), which libcurl reads itself.  TLS: the
+ * system's CA store, or the store options' CA file and directory.  Tuning:
+ * the store options' transfers in flight per store handle (default 32:
+ * measured against nginx on loopback, see docs/perf-log.md, "Remote store: HTTP"), connect timeout
+ * (default 5 s) and low-speed time (a transfer moving under 1 KiB/s this long
+ * is dropped and retried; default 10 s).  docs/settings.md names the
+ * settings and variables that fill the options.
  *
  * S3: the HTTP store's machinery (transfers, retries, timeouts, tuning, TLS
  * and proxy variables are the same) with path-style URLs
  * ENDPOINT/BUCKET/PREFIX/<the dir layout>, every request signed with SigV4
- * by libcurl.  ENDPOINT is $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL (the
- * tools' --s3-endpoint sets the first), else https://s3.REGION.amazonaws.com;
- * REGION $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1; keys
- * $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (and $AWS_SESSION_TOKEN, sent
- * as x-amz-security-token), else the profile $AWS_PROFILE (else "default") of
- * the shared credentials file $AWS_SHARED_CREDENTIALS_FILE (else
- * ~/.aws/credentials); with no keys anywhere requests go unsigned (public
- * buckets).  A PUT carries the sha256 of its body, which the server checks.
- * list is ListObjectsV2 (pages of $LAZYROOT_S3_LIST_MAX_KEYS keys, default
- * the server's 1000), any prefix.  Status mapping as for HTTP, except that
+ * by libcurl.  From the store options: ENDPOINT the URL's own
+ * (s3+http[s]://), else the options' endpoint, else
+ * https://s3.REGION.amazonaws.com; REGION (default us-east-1); keys (and a
+ * session token, sent as x-amz-security-token), else the profile (else
+ * "default") of the shared credentials file (else HOME/.aws/credentials);
+ * with no keys anywhere requests go unsigned (public buckets).  A PUT carries
+ * the sha256 of its body, which the server checks.  list is ListObjectsV2
+ * (pages of the options' s3_list_max_keys keys, default the server's 1000),
+ * any prefix.  Status mapping as for HTTP, except that
  * 404 NoSuchBucket is -ENXIO, not a missing object; failures name the URL
  * and the server's error Code (log_detail), e.g. SignatureDoesNotMatch.
  * Ceph RGW: run beast with tcp_nodelay=1 (rgw frontends = beast … tcp_nodelay=1):
@@ -91,7 +90,36 @@ struct store;
 /* Default embedded store when neither --store nor LAZYROOT_STORE is given. */
 #define STORE_DEFAULT_URL "dir:/var/lib/lazyroot/store"
 
+/* What remote stores need to know beyond their URL: the node's settings
+ * (node/config.h) fill it; zeroed, every field is its default.  The store
+ * reads it while it opens (strings are copied); store_reopen() needs it
+ * again, so it must outlive the store. */
+struct store_options {
+	unsigned http_transfers;            /* in flight per handle; 0: 32 */
+	uint64_t http_connect_timeout_ms;   /* 0: 5 s */
+	uint64_t http_low_speed_time_ms;    /* 0: 10 s (whole seconds: libcurl's unit) */
+	const char *tls_ca_file;            /* NULL: the system's CA store */
+	const char *tls_ca_dir;
+	const char *s3_endpoint;            /* http[s]://HOST[:PORT]; NULL: AWS's */
+	const char *s3_region;              /* NULL: us-east-1 */
+	const char *s3_access_key;          /* with s3_secret_key; NULL: from the file */
+	const char *s3_secret_key;
+	const char *s3_session_token;
+	/* NULL: home/.aws/credentials, and no file there means no keys; named
+	 * (or a profile named), the file and profile must exist */
+	const char *s3_credentials_file;
+	const char *s3_profile;             /* NULL: "default" */
+	const char *home;                   /* NULL: no default credentials file */
+	unsigned s3_list_max_keys;          /* keys per list page; 0: the server's */
+};
+
+/* Open the store at url with o (NULL: defaults).  Logs its errors. */
+int store_open_with(const char *url, const struct store_options *o, struct store **ret);
+/* store_open_with(url, NULL, ret). */
 int store_open(const char *url, struct store **ret);
+/* Another handle on the store s opened (same URL, same options), for another
+ * thread. */
+int store_reopen(const struct store *s, struct store **ret);
 /* Free a store with no operation pending (drive it with store_run() first). */
 void store_free(struct store *s);
 /* Deliver completions from loop l (borrowed; it must outlive the store) from

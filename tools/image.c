@@ -16,6 +16,7 @@
 #include "chunker/chunker.h"
 #include "image/image.h"
 #include "lib/lib.h"
+#include "node/config.h"
 #include "lib/loop.h"
 #include "store/store.h"
 #include "tools/tools.h"
@@ -46,8 +47,10 @@ static void usage(FILE *f)
 	        "  --s3-endpoint URL\n"
 	        "                endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
 	        "                else $AWS_ENDPOINT_URL, else AWS)\n"
+	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                %s; docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
-	        STORE_DEFAULT_URL);
+	        STORE_DEFAULT_URL, NODE_CONFIG_DEFAULT_PATH);
 }
 
 /* An opened image: the index bytes and the reader over them. */
@@ -597,8 +600,10 @@ static int copy_small(struct store *src, struct store *dst, const char *key)
 	return 1;
 }
 
-static int image_copy(const char *ref, const char *from, const char *to, bool json)
+static int image_copy(const char *ref, const char *from, const char *to, bool json,
+                      const struct node_config *cfg)
 {
+	struct store_options so;
 	struct store *src = NULL, *dst = NULL;
 	struct loop *lp = NULL;
 	struct store_lease *lease = NULL;
@@ -621,9 +626,10 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 		log_errno(r, "image copy: setting up");
 		goto out;
 	}
-	r = store_open(from, &src);
+	node_config_store_options(cfg, &so);
+	r = store_open_with(from, &so, &src);
 	if (r == 0)
-		r = store_open(to, &dst);
+		r = store_open_with(to, &so, &dst);
 	if (r == 0 && ((r = store_set_loop(src, lp)) < 0 || (r = store_set_loop(dst, lp)) < 0))
 		log_errno(r, "image copy: setting up");
 	if (r == 0)
@@ -751,6 +757,8 @@ static int image_copy_main(int argc, char **argv)
 		{ 0 }
 	};
 	const char *from = NULL, *to = NULL;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	bool json = false;
 	int ch;
 
@@ -759,10 +767,7 @@ static int image_copy_main(int argc, char **argv)
 		switch (ch) {
 		case 'f': from = optarg; break;
 		case 't': to = optarg; break;
-		case 'e':
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
+		case 'e': tools_flag(&fl, "--s3-endpoint", optarg); break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -772,12 +777,15 @@ static int image_copy_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	return image_copy(argv[1 + optind], from, to, json) < 0 ? 1 : 0;
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	return image_copy(argv[1 + optind], from, to, json, &cfg) < 0 ? 1 : 0;
 }
 
 int cmd_image(int argc, char **argv)
 {
-	struct tools_verb o;
+	_cleanup_(tools_verb_done) struct tools_verb o = { 0 };
+	struct store_options so;
 	const char *verb;
 	struct store *s = NULL;
 	int r, nargs;
@@ -798,7 +806,7 @@ int cmd_image(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = store_open(tools_store_url(o.store), &s);
+	r = tools_store_open(&o.cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "ls"))

@@ -13,6 +13,7 @@ static const struct tools_command commands[] = {
 	{ "profile", cmd_profile, "record, combine, store and show access profiles" },
 	{ "store", cmd_store, "collect garbage in a store and verify that it is whole" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
+	{ "config", cmd_config, "print the node's settings: file, environment, defaults" },
 };
 
 int main(int argc, char **argv)

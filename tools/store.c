@@ -9,6 +9,7 @@
 
 #include "image/image.h"
 #include "lib/lib.h"
+#include "node/config.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -43,7 +44,7 @@ static void usage(FILE *f)
 }
 
 /* "90", "90s", "30m", "1h", "2d" → seconds */
-static int parse_duration(const char *s, int64_t *ret)
+static int parse_grace(const char *s, int64_t *ret)
 {
 	char *end;
 	unsigned long long v;
@@ -394,7 +395,10 @@ int cmd_store(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *verb, *url = NULL;
+	const char *verb;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct store_options so;
 	int64_t grace = STORE_GC_GRACE_DEFAULT;
 	uint64_t ttl = 0;
 	double percent = 0;
@@ -415,13 +419,10 @@ int cmd_store(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': url = optarg; break;
-		case 'e':
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
+		case 's': tools_flag(&fl, "--store", optarg); break;
+		case 'e': tools_flag(&fl, "--s3-endpoint", optarg); break;
 		case 'g':
-			if (parse_duration(optarg, &grace) < 0) {
+			if (parse_grace(optarg, &grace) < 0) {
 				log_error(-EINVAL, "--grace '%s': want a duration (90s, 30m, 1h, 2d)", optarg);
 				return 2;
 			}
@@ -451,7 +452,9 @@ int cmd_store(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = store_open(tools_store_url(url), &s);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	r = tools_store_open(&cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "gc"))

@@ -106,12 +106,13 @@ static void lease_free(struct store_lease *l)
 	free(l);
 }
 
-int store_lease_take(const char *url, const char *kind, unsigned ttl, struct store_lease **ret)
+int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
+                     struct store_lease **ret)
 {
 	struct store_lease *l = calloc(1, sizeof(*l));
 	uint8_t rnd[8];
 	char hex[17], host[64] = "";
-	_cleanup_free_ char *first = NULL;
+	const char *url = store_url(s);
 	int r;
 
 	if (!l)
@@ -119,9 +120,8 @@ int store_lease_take(const char *url, const char *kind, unsigned ttl, struct sto
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	l->ttl = ttl ? ttl : STORE_LEASE_TTL_DEFAULT;
-	/* builds push to the first of a list of mirrors: the lease goes there too */
-	first = strndup(url, strcspn(url, ","));
-	r = first ? store_open(first, &l->s) : -ENOMEM;
+	/* a list of mirrors puts and deletes at its first: the lease goes there too */
+	r = store_reopen(s, &l->s);
 	if (r < 0) {
 		lease_free(l);
 		return r;

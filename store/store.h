@@ -329,9 +329,11 @@ int store_parse_time(const char *s, size_t len, int64_t *ret);
  */
 #define STORE_LEASE_TTL_DEFAULT 300
 struct store_lease;
-/* Write a new lease of kind ("build", "copy", "gc") in the store at url (the
- * first mirror of a list) and start renewing it.  Logs its errors. */
-int store_lease_take(const char *url, const char *kind, unsigned ttl, struct store_lease **ret);
+/* Write a new lease of kind ("build", "copy", "gc") in store s (the first
+ * mirror of a list) and start renewing it, through a handle of its own
+ * (store_reopen: s may be used on meanwhile).  Logs its errors. */
+int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
+                     struct store_lease **ret);
 /* Renew now and check the lease is live: 0, or -ETIMEDOUT (logged) when it may
  * have lapsed. */
 int store_lease_check(struct store_lease *l);

@@ -58,6 +58,8 @@ struct build_params {
 	bool progress;                          /* draw a progress bar on stderr */
 	bool pack;                              /* also write the image's pack
 	                                           (build_pack) before the tag */
+	const char *tmp_dir;                    /* scratch space (a docker archive is
+	                                           unpacked there); NULL: /tmp */
 };
 
 #define BUILD_DEFAULT_MIN (32 * 1024)

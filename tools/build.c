@@ -131,7 +131,10 @@ int cmd_build(int argc, char **argv)
 	struct build *b = NULL;
 	struct store *s = NULL;
 	_cleanup_(buf_freep) struct buf config = BUF_INIT;
-	const char *store_opt = NULL, *tag = NULL, *config_path = NULL, *source;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct store_options so;
+	const char *tag = NULL, *config_path = NULL, *source;
 	struct registry_params rp = { 0 };
 	_cleanup_free_ char *docker_config = NULL;
 	bool json = false, noprog = false;
@@ -142,11 +145,8 @@ int cmd_build(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: store_opt = optarg; break;
-		case O_S3_ENDPOINT:
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_S3_ENDPOINT: tools_flag(&fl, "--s3-endpoint", optarg); break;
 		case O_TAG: tag = optarg; break;
 		case O_PLATFORM: p.platform = optarg; break;
 		case O_CONFIG: config_path = optarg; break;
@@ -201,9 +201,14 @@ int cmd_build(int argc, char **argv)
 	}
 	if (config_path && read_config(config_path, &config) < 0)
 		return 2;
+	/* --config is the image's config here: the node's settings come from
+	 * $LAZYROOT_CONFIG or the default file */
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
 	p.progress = !noprog && !json && isatty(STDERR_FILENO);
+	p.tmp_dir = cfg.tmp_dir;
 
-	r = store_open(tools_store_url(store_opt), &s);
+	r = tools_store_open(&cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (p.pack && !store_holds_packs(s)) {

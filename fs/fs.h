@@ -119,12 +119,13 @@ int fs_fuse_fd(const struct fs *f);
  * mount made by fs_mount() (in this process or a dead one) at p->mountpoint,
  * p->state_fd its state file.  Restores the negotiated INIT and the open
  * state, then has the kernel resend every request the previous worker read
- * but did not answer (FUSE_NOTIFY_RESEND, Linux 6.9 and later; on older
- * kernels those requests stay unanswered, with one warning).  Takes
- * *fuse_fd, on failure too (sets it to -1).  -ENOTCONN: the state file holds
- * no INIT (the connection never had one answered): end the connection with
- * fs_abort_mount() and mount again.  -ESTALE: the state file is another
- * image's. */
+ * but did not answer (FUSE_NOTIFY_RESEND).  Takes *fuse_fd, on failure too
+ * (sets it to -1).  Errors: -ENOTCONN, the state file holds no INIT (the
+ * connection never had one answered); -EOPNOTSUPP, the kernel cannot resend
+ * (before Linux 6.9: a request the dead worker read would never be
+ * answered); -ESTALE, the state file is another image's.  On any error end
+ * the connection with fs_abort_mount() (its readers get ENOTCONN, none
+ * waits forever) and mount again. */
 int fs_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret);
 /* Stop serving f without unmounting: read no more requests, run the loop
  * until replies under way have gone out, free f.  The mount and connection

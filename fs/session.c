@@ -16,8 +16,10 @@
  * backing ids are in the state file.  Last, FUSE_NOTIFY_RESEND has the
  * kernel queue again every request the dead worker had read but not
  * answered (every request of a read-only image may be served twice).
- * Kernels before 6.9 refuse it: the requests in flight at the crash then
- * never get an answer, and their readers wait until the mount ends.
+ * Kernels before 6.9 cannot resend: a request read by the dead worker would
+ * never be answered and its reader would wait until the mount ends, so such
+ * a connection is not taken over (-EOPNOTSUPP): the node ends it, its
+ * readers get ENOTCONN at once, and the next run mounts the image anew.
  */
 #include "fs/fs-internal.h"
 
@@ -272,6 +274,13 @@ int fs_session_adopt(struct fs *f)
 	memcpy(b.mem, f->state->init, len);
 	f->adopting = true;
 	note_init(f, b.mem, len);
+	if (!f->resend_known) {
+		f->adopting = false;
+		free(b.mem);
+		return log_error(-EOPNOTSUPP, "mount '%s': this kernel cannot resend the requests "
+		                 "a dead worker left (FUSE_NOTIFY_RESEND, Linux 6.9); the mount "
+		                 "is ended rather than left to hang", f->mountpoint);
+	}
 	fuse_session_process_buf(f->se, &b);
 	f->adopting = false;
 	free(b.mem);
@@ -282,12 +291,10 @@ int fs_session_adopt(struct fs *f)
 	}
 	f->init_done = false;
 	f->adopted = true;
-	if (write(fuse_session_fd(f->se), &oh, sizeof(oh)) != (ssize_t)sizeof(oh)) {
-		log_errno(-errno, "mount '%s': FUSE_NOTIFY_RESEND%s; requests the previous worker "
-		          "left unanswered wait until the mount ends", f->mountpoint,
-		          f->resend_known ? "" : " (this kernel predates it)");
-		return 0;
-	}
+	if (write(fuse_session_fd(f->se), &oh, sizeof(oh)) != (ssize_t)sizeof(oh))
+		return log_errno(-errno == -EINVAL ? -EOPNOTSUPP : -errno,
+		                 "mount '%s': FUSE_NOTIFY_RESEND; the mount is ended rather than "
+		                 "left to hang", f->mountpoint);
 	f->resends++;
 	return 0;
 }

@@ -6,29 +6,23 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 	case $1 in
 	build) echo "$store --tag --platform --creds --plain-http --config --min-size --avg-size --max-size --level --threads --pack --json --no-progress --help" ;;
 	image) echo "$store $config --from --to --json --help" ;;
-	mount) echo "$config $store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --foreground --debug --help" ;;
-	umount) echo "$config $cache --help" ;;
+	mount) echo "$config $store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --socket --help" ;;
+	umount) echo "$config $cache --socket --help" ;;
 	cache)
 		case $2 in
 		stats) echo "$config $cache --json --prometheus --help" ;;
-		prefetch) echo "--profiled --no-profile --decode $config $store $cache --cache-size --fetch-timeout --json --no-progress --help" ;;
+		prefetch) echo "--profiled --no-profile --decode $config $store $cache --cache-size --fetch-timeout --json --no-progress --socket --help" ;;
 		verify) echo "$config $cache --json --help" ;;
 		trim) echo "--to $config $cache --json --help" ;;
 		*) echo "--help" ;;
 		esac ;;
-	run) echo "$config $store $cache --images --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --help" ;;
+	run) echo "$config $store $cache --images --socket --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --help" ;;
 	policy) echo "--stage --json --help" ;;
 	profile) echo "$config $store --json --help" ;;
 	gc) echo "$config --pool --json --help" ;;
 	store) echo "--grace --dry-run --wait --lease-ttl --data $store --json --help" ;;
 	config) echo "--config --defaults --help" ;;
-	node)
-		case $2 in
-		status) echo "--json --help" ;;
-		upgrade) echo "--binary --help" ;;
-		stop) echo "--help" ;;
-		*) echo "--config $store $cache --images --socket --metrics --help" ;;
-		esac ;;
+	node) echo "--config $store $cache --images --socket --metrics --cache-size --cache-memory --readahead --fetch-timeout --no-passthrough --no-cpu-latency --log --json --binary --help" ;;
 	esac
 }
 

@@ -226,7 +226,7 @@ int cmd_mount(int argc, char **argv)
 static void umount_usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: lazyroot umount MOUNTPOINT [--cache DIR] [--socket PATH]\n"
+	        "usage: lazyroot umount MOUNTPOINT [--cache DIR] [--socket PATH] [--config FILE]\n"
 	        "\n"
 	        "Unmount a lazyroot mount: the node service ends it; a mount the node does\n"
 	        "not serve is unmounted here, and its daemon waited for.\n"
@@ -235,6 +235,8 @@ static void umount_usage(FILE *f)
 	        "                (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --socket PATH the node's control socket (default: $LAZYROOT_SOCKET, else\n"
 	        "                %s)\n"
+	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                /etc/lazyroot/node.conf)\n"
 	        "  -h, --help    this text\n",
 	        CACHE_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
 }

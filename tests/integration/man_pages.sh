@@ -11,7 +11,8 @@
 #     being built, is checked once the command is there);
 #   - every page renders without a warning from groff, where groff is installed;
 #   - `make install DESTDIR=... PREFIX=...` puts the binary, every page and the completion where
-#     they belong (and the node's default settings file) and nothing outside DESTDIR, and the
+#     they belong (and the node's default settings file and systemd unit) and nothing outside
+#     DESTDIR, and the
 #     installed completion loads in bash and completes a command and an option.
 . "$(dirname "$0")/../lib/common.sh"
 workdir
@@ -112,8 +113,12 @@ for page in "$MAN"/*.1; do
 	check cmp "$page" "$dest/opt/lr/share/man/man1/${page##*/}"
 done
 check cmp "$COMP" "$dest/opt/lr/share/bash-completion/completions/lazyroot"
-# besides the node's default settings file (lazyroot-config(1)), nothing else
-check test "$(find "$dest" -type f ! -path "$dest/etc/lazyroot/node.conf" | wc -l)" = $((1 + $(ls "$MAN"/*.1 | wc -l) + 1))
+# the node service's systemd unit, naming the installed binary
+unit=$dest/lib/systemd/system/lazyroot-node.service
+check grep -qx "ExecStart=/opt/lr/bin/lazyroot node" "$unit"
+check grep -qx "KillMode=mixed" "$unit"
+# besides the node's default settings file (lazyroot-config(1)) and the unit, nothing else
+check test "$(find "$dest" -type f ! -path "$dest/etc/lazyroot/node.conf" ! -path "$unit" | wc -l)" = $((1 + $(ls "$MAN"/*.1 | wc -l) + 1))
 check_not test -e /opt/lr
 if command -v man >/dev/null; then
 	check grep -q 'lazyroot-run - run a command' <<<"$(MANPATH="$dest/opt/lr/share/man" MANWIDTH=100 man lazyroot-run 2>/dev/null | col -b)"

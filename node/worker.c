@@ -1532,8 +1532,23 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 			mount_free(m);
 		}
 	} else if (w.holder_gone) {
+		/* Nobody keeps the connections for a next worker: end them now.
+		 * fs_free() would serve a detached mount until its last user lets
+		 * go when fusectl cannot abort it; exiting closes the last
+		 * descriptor of each connection, which the kernel aborts (readers
+		 * get ENOTCONN, nothing waits). */
 		log_msg(LOG_WARN, "node: the holder is gone; ending every mount");
-		end_all(&w);
+		for (size_t i = 0; i < w.nmounts; i++) {
+			char path[PATH_MAX];
+
+			(void)umount2(w.mounts[i]->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
+			if (w.mounts[i]->dev) {
+				pid_file(w.mounts[i], path, sizeof(path));
+				(void)unlink(path);
+			}
+		}
+		fflush(stderr);
+		_exit(1);
 	}
 out:
 	end_all(&w);

@@ -16,7 +16,7 @@
 #include "store/store.h"
 #include "tools/tools.h"
 
-#define NODE_STOP_WAIT_MS 30000
+#define NODE_STOP_WAIT_MS 120000  /* a stop unmounts every mount, one after another */
 
 static void usage(FILE *f)
 {

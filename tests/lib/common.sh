@@ -88,7 +88,7 @@ trap 'exit 143' TERM
 # that tests stay apart; stopped at exit, which unmounts what it serves.
 _node_stop() {
 	[ -S "$1" ] || return 0
-	timeout 60 "$LAZYROOT" node stop --socket "$1" >/dev/null 2>&1 || true
+	timeout 150 "$LAZYROOT" node stop --socket "$1" >/dev/null 2>&1 || true
 }
 
 workdir() {

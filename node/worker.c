@@ -636,6 +636,23 @@ static bool is_hex32(const char *s)
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
 
+/* m, unless its mount is gone (unmounted behind the node's back: umount -l,
+ * fusermount3 -u), in which case it is ended here and NULL returned. */
+static struct mount *mount_alive(struct worker *w, struct mount *m)
+{
+	dev_t dev;
+
+	if (!m || (m->fs && !fs_finished(m->fs) && fs_find_mount(m->mountpoint, &dev) == 0 &&
+	           (!m->dev || dev == m->dev)))
+		return m;
+	for (size_t i = 0; i < w->nmounts; i++)
+		if (w->mounts[i] == m) {
+			mount_end(w, i);
+			break;
+		}
+	return NULL;
+}
+
 /* The mount `run` made of index hex from the store c names, or NULL. */
 static struct mount *shared_mount(struct worker *w, const char *hex, const struct node_config *c)
 {
@@ -645,7 +662,7 @@ static struct mount *shared_mount(struct worker *w, const char *hex, const struc
 		if (o->shared && !strcmp(o->hex, hex) && !strcmp(o->store_url, c->store_url) &&
 		    !strcmp(o->cfg.s3_endpoint ? o->cfg.s3_endpoint : "",
 		            c->s3_endpoint ? c->s3_endpoint : ""))
-			return o;
+			return mount_alive(w, o);
 	}
 	return NULL;
 }
@@ -728,7 +745,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 			goto out;
 		}
 		snprintf(path, sizeof(path), "%s/%s", dir, m->hex);
-		if (mount_at(w, path)) {
+		if (mount_alive(w, mount_at(w, path))) {
 			/* that index from another store: a mount of its own */
 			uint64_t h = hash64(m->store_url, strlen(m->store_url)) ^
 			             (m->cfg.s3_endpoint ? hash64(m->cfg.s3_endpoint,
@@ -761,7 +778,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		}
 	}
 	if (!m->shared) {
-		struct mount *o = mount_at(w, m->mountpoint);
+		struct mount *o = mount_alive(w, mount_at(w, m->mountpoint));
 
 		/* the same image from the same store there already: done (a client
 		 * asking again after its worker died mid-request finds it) */
@@ -1519,8 +1536,8 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 			status = 1;
 			break;
 		}
-		serve_clients(&w);
 		reap_finished(&w);
+		serve_clients(&w);
 	}
 	if (w.leave) {
 		/* upgrade: the next worker takes every mount over */

@@ -62,6 +62,8 @@ settled() {
 # (after the small files) and BIG (raw bytes the 4 KiB read of big.so fetched)
 run_case() {
 	local raw0 raw1 bad=0 f
+	# a fresh cache with this case's setting: a new node service, which opens it anew
+	"$LAZYROOT" node stop 2>/dev/null || true
 	rm -rf "$WORK/cache"
 	LAZYROOT_CACHE_NEAR_MS=$1 "$LAZYROOT" mount near:1 "$mnt" --store "$PROXY_URL" \
 		--cache "$WORK/cache" || { check false; return; }

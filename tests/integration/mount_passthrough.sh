@@ -113,6 +113,8 @@ check cmp "$WORK/src/med" "$mnt/med"    # a second passthrough open beside it
 check test "$(stat_of passthrough_opens)" = $((pt + 1))
 exec 8<&-
 check unmount_it
+# the next mount's server must be a new daemon (a new node service), which checks objects anew
+check "$LAZYROOT" node stop
 
 # --- 3. an object corrupted on disk, found by the next daemon
 obj=$(find "$cache/files" -type f -size +10M)

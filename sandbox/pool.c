@@ -7,7 +7,8 @@
  * Creating a network namespace registers its loopback in sysfs and sysctl,
  * and its teardown (cleanup_net, in a kworker after the last user is gone)
  * costs about as much again: together about an eighth of a node's CPU per
- * launch of /bin/true (bench/RESULTS.md).  A pooled namespace is made once,
+ * launch of /bin/true (docs/perf-log.md, "Pools of network
+ * namespaces and cgroups").  A pooled namespace is made once,
  * by the launcher as root, so the initial user namespace owns it: a sandbox,
  * whose own user namespace has no rights over it (and whose capabilities are
  * dropped anyway), can neither change its links, addresses, routes nor its

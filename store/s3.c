@@ -486,15 +486,36 @@ int s3_parse_listing(const char *xml, size_t len, struct s3_listing *out)
 		if (out->n + 1 >= cap) {
 			size_t nc = cap ? cap * 2 : 16;
 			char **nv = realloc(out->keys, nc * sizeof(*nv));
+			int64_t *ns = nv ? realloc(out->sizes, nc * sizeof(*ns)) : NULL;
+			int64_t *nm = ns ? realloc(out->mtimes, nc * sizeof(*nm)) : NULL;
 
-			if (!nv) {
+			if (nv)
+				out->keys = nv;
+			if (ns)
+				out->sizes = ns;
+			if (!nm) {
 				free(key);
 				s3_listing_destroy(out);
 				return -ENOMEM;
 			}
-			out->keys = nv;
+			out->mtimes = nm;
 			cap = nc;
 		}
+		out->sizes[out->n] = 0;
+		out->mtimes[out->n] = 0;
+		if (xml_find(b, e, "Size", &kb, &ke)) {
+			char num[32];
+			size_t nl = (size_t)(ke - kb);
+
+			if (nl && nl < sizeof(num)) {
+				memcpy(num, kb, nl);
+				num[nl] = 0;
+				out->sizes[out->n] = strtoll(num, NULL, 10);
+			}
+		}
+		if (xml_find(b, e, "LastModified", &kb, &ke) &&
+		    store_parse_time(kb, (size_t)(ke - kb), &out->mtimes[out->n]) < 0)
+			out->mtimes[out->n] = 0;
 		out->keys[out->n++] = key;
 		out->keys[out->n] = NULL;
 	}
@@ -520,6 +541,8 @@ void s3_listing_destroy(struct s3_listing *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->keys[i]);
 	free(l->keys);
+	free(l->sizes);
+	free(l->mtimes);
 	free(l->next_token);
 	memset(l, 0, sizeof(*l));
 }

@@ -12,6 +12,8 @@
 #include "lib/lib.h"
 #include "store/store.h"
 
+typedef void (*store_scan_cb)(void *ud, int64_t res, struct store_entry *e, size_t n);
+
 struct store_ops {
 	int (*get)(struct store *s, const char *key, uint64_t off, uint64_t len, store_get_cb cb,
 	           void *ud);
@@ -37,6 +39,17 @@ struct store_ops {
 	 * NULL: -EOPNOTSUPP. */
 	int (*put_begin)(struct store *s, const char *key);
 	int (*put_end)(struct store *s, const char *key, int fd, bool commit);
+	/* The store's life (store.h): NULL where a backend cannot; put_new NULL:
+	 * store.c puts under a temporary name and moves without replacing. */
+	int (*del)(struct store *s, const char *key, store_cb cb, void *ud);
+	int (*move)(struct store *s, const char *from, const char *to, bool replace, store_cb cb,
+	            void *ud);
+	int (*put_new)(struct store *s, const char *key, const void *data, size_t len, store_cb cb,
+	               void *ud);
+	/* the callback owns the entries (store_entries_free) */
+	int (*scan)(struct store *s, const char *prefix, store_scan_cb cb, void *ud);
+	/* res: the store's clock in seconds since the epoch */
+	int (*now)(struct store *s, store_cb cb, void *ud);
 	void (*free)(struct store *s);
 };
 
@@ -71,6 +84,17 @@ int store_defer(struct store *s, store_cb cb, void *ud, int64_t res);
 int store_defer_get(struct store *s, store_get_cb cb, void *ud, int64_t res, struct buf *data);
 int store_defer_list(struct store *s, store_list_cb cb, void *ud, int64_t res, char **names,
                      size_t n);
+/* Takes e (n entries). */
+int store_defer_scan(struct store *s, store_scan_cb cb, void *ud, int64_t res,
+                     struct store_entry *e, size_t n);
+
+/* The layout every backend shares under its root: key → relative path, with
+ * chunks fanned out by their first two hex digits ("chunks/ab/<hex>", and the
+ * same under "aside/"); -ENAMETOOLONG. */
+int store_layout_path(const char *key, char *out, size_t outlen);
+/* The reverse: a relative path → its key (the fan-out taken out); false for a
+ * path that no key maps to. */
+bool store_layout_key(const char *path, char *out, size_t outlen);
 
 /* Key checks shared by backends: '/'-separated, no empty, "." or ".."
  * components, no leading '/', printable. */
@@ -134,6 +158,8 @@ int s3_uri_encode(const char *in, bool keep_slash, char *out, size_t outlen);
 /* One page of a ListObjectsV2 answer. */
 struct s3_listing {
 	char **keys;                   /* n keys, NULL-terminated when n > 0 */
+	int64_t *sizes;                /* each key's Size (0 when absent) */
+	int64_t *mtimes;               /* each key's LastModified, seconds (0 when absent) */
 	size_t n;
 	bool truncated;
 	char *next_token;              /* set when truncated */

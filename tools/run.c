@@ -125,7 +125,7 @@ static int image_sandbox(const char *ref, const struct node_config *cfg,
 
 	/* An index name whose index this node keeps needs no store here: opening
 	 * an http(s) store (libcurl and TLS initialisation) cost more CPU than
-	 * the rest of a warm run (bench/RESULTS.md).  A tag always asks the
+	 * the rest of a warm run (docs/perf-log.md, "bench/image").  A tag always asks the
 	 * store, as tags move. */
 	r = -ENOENT;
 	if (strlen(ref) == 32 && strspn(ref, "0123456789abcdef") == 32) {

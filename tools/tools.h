@@ -17,6 +17,7 @@ int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_store(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */

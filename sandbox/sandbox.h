@@ -90,11 +90,18 @@ struct sandbox_result {
 	uint64_t memory_peak;   /* bytes, from the memory cgroup; 0 when unknown */
 	uint64_t output_bytes;  /* stdout + stderr bytes passed through */
 	bool pids_limit_hit;    /* a fork failed on the pids limit */
+	bool stderr_open_line;  /* the sandbox's stderr did not end with a newline */
+	uint32_t uid_base;      /* host uid of id 0 inside (gid: gid_base) */
+	uint32_t gid_base;
 };
 
 /* Run argv[0] (searched in the sandbox's PATH) with the policy in force.
- * stdin is passed through; stdout and stderr are copied to the launcher's
- * own, up to the output cap.  Returns 0 once the sandbox is gone, with *ret
+ * stdin is passed when it is a regular file or a pipe (opened anew,
+ * read-only), else the command reads /dev/null: a terminal never reaches
+ * it.  stdout and stderr are copied to the launcher's own, up to the output
+ * cap, without the launcher ever waiting on them while the sandbox runs;
+ * once the sandbox is gone and cleaned up, sandbox_run may wait for its
+ * reader to take the rest (a SIGINT, SIGTERM or SIGHUP gives up).  Returns 0 once the sandbox is gone, with *ret
  * filled, whatever the command did; -errno (logged) when the sandbox could
  * not be set up, in which case nothing of it is left either. */
 int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret);

@@ -3,13 +3,18 @@
  * watches a running sandbox.
  *
  * Processes:
- *   launcher (host, root)  makes the cgroups and output pipes, clones the
- *       init into new user, mount, pid, net, ipc and uts namespaces, writes
- *       its id maps (inside 0..65535 = host uid_base..), moves it into the
- *       cgroups, makes idmapped read-only mount trees of the rootfs (a
- *       directory or the node's shared mount of an image) and the
- *       binds, and hands them over a socket; then copies output (up to the
- *       cap) and enforces the wall clock, until the init is gone.
+ *   launcher (host, root)  takes a host id range of the sandbox's own
+ *       (pool.c), makes the cgroups and output pipes, clones the init into
+ *       new user (owned by the range's base uid), mount, pid, net, ipc and
+ *       uts namespaces, writes its id maps (inside 0..65535 = host
+ *       uid_base..), moves it into the cgroups, makes idmapped read-only
+ *       mount trees of the rootfs (a directory or the node's shared mount of
+ *       an image) and the read-only binds, plain ones of the writable binds,
+ *       and hands them over a socket; then copies output (up to the cap,
+ *       never waiting on its own stdout or stderr) and enforces the wall
+ *       clock, until the init is gone; then cleans up, gives writable binds
+ *       back (their setuid and setgid bits cleared), and writes out the
+ *       rest of the output.
  *   init (pid 1 inside)  takes root inside, unshares the cgroup namespace
  *       (now that it sits in its cgroups), builds the root (setup.c), sets
  *       rlimits, no_new_privs, an empty bounding set and the seccomp filter,

@@ -19,10 +19,13 @@
  * (sandbox_load_policy) and one at a time (sandbox_set), later settings
  * overriding earlier ones; list fields (env, bind) append instead.
  *
- * The launcher needs root: it maps the sandbox's ids 0..65535 to an unused
- * host range (uid_base) and shows the root filesystem through an idmapped
- * mount, so that files keep their owners inside while no sandbox process is
- * ever a host id that owns anything.
+ * The launcher needs root: it maps the sandbox's ids 0..65535 to a host
+ * range of the sandbox's own (uid_base: a block of the node's sandbox ranges
+ * while it runs, and the owner of its user namespace, so that the kernel's
+ * per-user budgets are its own) and shows the root filesystem through an
+ * idmapped mount, so that files keep their owners inside while no sandbox
+ * process is ever a host id that owns anything but what the sandbox wrote
+ * into a writable bind.
  *
  * The root filesystem is a directory or, for `lazyroot run IMAGE`, the
  * node's one FUSE mount of the image, shared by every sandbox of it.  That

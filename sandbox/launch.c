@@ -872,7 +872,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	}
 	out_open(&w.o[0], STDOUT_FILENO);
 	out_open(&w.o[1], STDERR_FILENO);
-	sandbox_gc_maybe();
+	sandbox_gc_maybe(&sb->node);
 	r = id_slot_take(sb, &ids);
 	if (r < 0)
 		goto close_all;
@@ -891,11 +891,11 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	 * name holds the launcher's pid, and a pooled sandbox leaves nothing:
 	 * the next taker of a dead launcher's slot starts it over (pool.c).
 	 * On ext4 (this VM's /run) the record's create and unlink cost about
-	 * 3% of the launch rate (bench/RESULTS.md, session 9).  Pooled
+	 * 3% of the launch rate (docs/perf-log.md, "Fewer files per launch").  Pooled
 	 * cgroups are never listed in a record: they outlive the sandbox, and
 	 * a collector of the record must not touch them. */
 	if (sb->name || sb->n_stages) {
-		r = launch_record_open(name, &rec);
+		r = launch_record_open(&sb->node, name, &rec);
 		if (r < 0)
 			goto close_all;
 	}
@@ -903,7 +903,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	if (r < 0)
 		goto close_all;
 	if (cslot.lock_fd < 0 && rec.fd < 0) {
-		r = launch_record_open(name, &rec);
+		r = launch_record_open(&sb->node, name, &rec);
 		if (r < 0)
 			goto close_all;
 	}

@@ -13,6 +13,15 @@
 
 #define SANDBOX_ID_RANGE 65536u   /* ids 0..65535 exist inside */
 
+/* Socket families a policy may allow (socket_families); every other family
+ * is refused by the seccomp filter whatever the policy says.  The bit
+ * numbers are the generated filter's family numbers (gen/seccomp.c). */
+#define SANDBOX_FAMILY_UNIX    (1u << 0)
+#define SANDBOX_FAMILY_INET    (1u << 1)
+#define SANDBOX_FAMILY_INET6   (1u << 2)
+#define SANDBOX_FAMILY_NETLINK (1u << 3)   /* NETLINK_ROUTE only */
+#define SANDBOX_FAMILY_ALL     0xfu
+
 struct sandbox_bind {
 	char *src, *dst;
 	bool rw;
@@ -79,6 +88,7 @@ struct sandbox {
 	struct strv writable, read_only, hide;
 	struct sandbox_ports tcp_bind, tcp_connect;
 	bool io_uring;          /* let seccomp pass io_uring (Landlock and BPF still apply) */
+	unsigned socket_families;   /* SANDBOX_FAMILY_* bits socket() may make */
 	/* network allowlist and stages (netpolicy.c) */
 	struct sandbox_addr *allow;
 	size_t n_allow;
@@ -281,9 +291,10 @@ int loopback_up(void);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 
-/* Load the filter into the calling thread (no_new_privs must be set).
- * allow_io_uring leaves the io_uring syscalls out of the refused set. */
-int seccomp_install(bool allow_io_uring);
+/* Load the filter into the calling thread (no_new_privs must be set): the
+ * one that lets io_uring through when sb->io_uring, socket() narrowed to
+ * sb->socket_families. */
+int seccomp_install(const struct sandbox *sb);
 
 /* ---- Landlock (landlock.c) ---------------------------------------------- */
 

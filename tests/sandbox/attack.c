@@ -37,7 +37,9 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures;
@@ -748,6 +750,256 @@ static void attack_reach(int argc, char **argv)
 	}
 }
 
+/* ---- the syscall allowlist ---------------------------------------------- */
+
+/* Run f in a child; true when the child was killed by SIGSYS. */
+static bool killed_by_sigsys(void (*f)(void))
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	if (pid == 0) {
+		f();
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+}
+
+static void x32_getpid(void)
+{
+	syscall(0x40000000 | SYS_getpid);
+}
+
+static void i386_getpid(void)
+{
+	long r = 20;   /* getpid on i386 */
+
+	__asm__ volatile("int $0x80" : "+a"(r) : : "memory");
+}
+
+/* Refused are: what the allowlist does not name (ENOSYS, so that programs
+ * fall back), what it names as dangerous (EPERM), other ABIs (killed), and
+ * the page cache oracles.  Allowed newer syscalls still work. */
+static void attack_allowlist(void)
+{
+	static const struct { long nr; const char *name; } eperm[] = {
+		{ 467, "open_tree_attr" }, { 458, "listmount" }, { 457, "statmount" },
+		{ SYS_modify_ldt, "modify_ldt" }, { SYS_kcmp, "kcmp" }, { 438, "pidfd_getfd" },
+		{ 440, "process_madvise" }, { 448, "process_mrelease" },
+		{ SYS_fanotify_init, "fanotify_init" }, { SYS_mount_setattr, "mount_setattr" },
+		{ SYS_fspick, "fspick" }, { SYS_quotactl_fd, "quotactl_fd" }, { SYS_iopl, "iopl" },
+		{ SYS_syslog, "syslog" }, { SYS_vhangup, "vhangup" }, { SYS_uselib, "uselib" },
+		{ SYS_lookup_dcookie, "lookup_dcookie" }, { SYS_adjtimex, "adjtimex" },
+	};
+	/* Implemented by this kernel, not named by the allowlist. */
+	static const struct { long nr; const char *name; } enosys[] = {
+		{ 461, "lsm_list_modules" }, { 459, "lsm_get_self_attr" }, { 447, "memfd_secret" },
+		{ SYS_set_thread_area, "set_thread_area" }, { SYS_get_thread_area, "get_thread_area" },
+		{ SYS_migrate_pages, "migrate_pages" }, { SYS_move_pages, "move_pages" },
+		{ SYS_sysfs, "sysfs" }, { SYS_ustat, "ustat" }, { 470, "470 (not in this kernel's table)" },
+		{ 600, "600" }, { 0x3fffffff, "0x3fffffff" },
+	};
+	static const unsigned long bad_personas[] = {
+		0x0040000 /* ADDR_NO_RANDOMIZE */, 0x0400000 /* READ_IMPLIES_EXEC */,
+		0x0100000 /* MMAP_PAGE_ZERO */, 0x0000001 /* PER_SVR4 */,
+		(1ul << 32) | 0x0040000,
+	};
+	char what[160], buf[16], vec[4];
+	struct iovec iov = { buf, sizeof(buf) };
+	void *m;
+	int fd;
+	long r;
+
+	for (size_t i = 0; i < sizeof(eperm) / sizeof(eperm[0]); i++) {
+		snprintf(what, sizeof(what), "%s refused", eperm[i].name);
+		expect_errno(syscall(eperm[i].nr, 0, 0, 0, 0, 0, 0), EPERM, what);
+	}
+	for (size_t i = 0; i < sizeof(enosys) / sizeof(enosys[0]); i++) {
+		snprintf(what, sizeof(what), "%s unknown to the allowlist", enosys[i].name);
+		expect_errno(syscall(enosys[i].nr, 0, 0, 0, 0, 0, 0), ENOSYS, what);
+	}
+	for (size_t i = 0; i < sizeof(bad_personas) / sizeof(bad_personas[0]); i++) {
+		snprintf(what, sizeof(what), "personality(%#lx) refused", bad_personas[i]);
+		expect_errno(syscall(SYS_personality, bad_personas[i]), EPERM, what);
+	}
+	r = syscall(SYS_personality, 0xffffffffUL);
+	result(r >= 0 && (r & 0x0040000) == 0, "personality query works, no ADDR_NO_RANDOMIZE",
+	       r < 0 ? errno : 0);
+	r = syscall(SYS_personality, 0UL);
+	result(r >= 0, "personality(PER_LINUX) works", r < 0 ? errno : 0);
+	expect_errno(syscall(SYS_clone, CLONE_NEWNS | SIGCHLD | (1ul << 40), 0, 0, 0, 0), EPERM,
+	             "clone(CLONE_NEWNS) with high bits set");
+	result(killed_by_sigsys(x32_getpid), "an x32 syscall kills the process", 0);
+	result(killed_by_sigsys(i386_getpid), "an i386 syscall (int 0x80) kills the process", 0);
+
+	/* The page cache: which pages of a file are cached is nobody's business. */
+	fd = open("/bin/sh", O_RDONLY);
+	m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	expect_errno(m == MAP_FAILED ? 0 : mincore(m, 4096, (unsigned char *)vec), EPERM,
+	             "mincore on a mapping of /bin/sh");
+	expect_errno(syscall(451, fd, NULL, NULL, 0), EPERM, "cachestat");
+	expect_errno(syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0x8 /* RWF_NOWAIT */), EOPNOTSUPP,
+	             "preadv2 RWF_NOWAIT");
+	expect_errno(syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0x8 | 0x1 | (1ul << 33)), EOPNOTSUPP,
+	             "preadv2 RWF_NOWAIT|RWF_HIPRI with high bits");
+	r = syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0);
+	result(r > 0, "preadv2 without RWF_NOWAIT works", r < 0 ? errno : 0);
+
+	/* Newer syscalls the allowlist names work. */
+	r = syscall(462 /* mseal */, m, 4096, 0);
+	result(r == 0, "mseal works", r < 0 ? errno : 0);
+	close(open("/tmp/attack-chmod", O_WRONLY | O_CREAT, 0600));
+	r = syscall(452 /* fchmodat2 */, AT_FDCWD, "/tmp/attack-chmod", 0644, 0);
+	result(r == 0, "fchmodat2 works", r < 0 ? errno : 0);
+	r = syscall(SYS_landlock_create_ruleset, NULL, 0, 1);
+	result(r >= 6, "landlock ABI query works", r < 0 ? errno : 0);
+	if (m != MAP_FAILED)
+		munmap(m, 4096);
+	close(fd);
+}
+
+/* ---- socket families ---------------------------------------------------- */
+
+/* FAMILIES: which of unix, inet, inet6, netlink the policy allows (a
+ * comma-separated list, or "all").  Each allowed one must work, each other
+ * one, and every family, type and protocol outside them, must be refused. */
+static void attack_sockets(const char *families)
+{
+	static const struct { int family, type, proto, err; const char *name; } refused[] = {
+		{ 40, SOCK_STREAM, 0, EAFNOSUPPORT, "AF_VSOCK stream" },
+		{ 40, SOCK_DGRAM, 0, EAFNOSUPPORT, "AF_VSOCK datagram" },
+		{ AF_PACKET, SOCK_RAW, 0, EAFNOSUPPORT, "AF_PACKET" },
+		{ 38, SOCK_SEQPACKET, 0, EAFNOSUPPORT, "AF_ALG" },
+		{ 15, SOCK_RAW, 2, EAFNOSUPPORT, "AF_KEY" },
+		{ 30, SOCK_RDM, 0, EAFNOSUPPORT, "AF_TIPC" },
+		{ 21, SOCK_SEQPACKET, 0, EAFNOSUPPORT, "AF_RDS" },
+		{ 29, SOCK_RAW, 1, EAFNOSUPPORT, "AF_CAN" },
+		{ 44, SOCK_RAW, 0, EAFNOSUPPORT, "AF_XDP" },
+		{ 31, SOCK_STREAM, 0, EAFNOSUPPORT, "AF_BLUETOOTH" },
+		{ 3, SOCK_DGRAM, 0, EAFNOSUPPORT, "AF_AX25" },
+		{ 0, SOCK_STREAM, 0, EAFNOSUPPORT, "AF_UNSPEC" },
+		{ AF_INET, SOCK_DGRAM, 136, EPROTONOSUPPORT, "UDP-Lite (IPPROTO_UDPLITE)" },
+		{ AF_INET6, SOCK_DGRAM, 136, EPROTONOSUPPORT, "UDP-Lite over IPv6" },
+		{ AF_INET, SOCK_STREAM, 262, EPROTONOSUPPORT, "MPTCP (IPPROTO_MPTCP)" },
+		{ AF_INET6, SOCK_STREAM, 262, EPROTONOSUPPORT, "MPTCP over IPv6" },
+		{ AF_INET, SOCK_SEQPACKET, 132, EPROTONOSUPPORT, "SCTP" },
+		{ AF_INET, SOCK_SEQPACKET, 0, EPROTONOSUPPORT, "AF_INET seqpacket" },
+		{ AF_INET, SOCK_RAW, IPPROTO_ICMP, EPROTONOSUPPORT, "raw ICMP" },
+		{ AF_INET, SOCK_DGRAM, IPPROTO_ICMP, EPROTONOSUPPORT, "ICMP datagram" },
+		{ AF_INET, 10 /* SOCK_PACKET */, 0, EPROTONOSUPPORT, "SOCK_PACKET" },
+		{ AF_INET, SOCK_STREAM, 33 /* DCCP */, EPROTONOSUPPORT, "DCCP" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT, EPROTONOSUPPORT, "netlink uevents" },
+		{ AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT, EPROTONOSUPPORT,
+		  "netlink uevents (datagram)" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG, EPROTONOSUPPORT, "netlink sock_diag" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_AUDIT, EPROTONOSUPPORT, "netlink audit" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_GENERIC, EPROTONOSUPPORT, "netlink generic" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER, EPROTONOSUPPORT, "netlink netfilter" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_XFRM, EPROTONOSUPPORT, "netlink xfrm" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_CONNECTOR, EPROTONOSUPPORT, "netlink connector" },
+	};
+	static const struct { int family, type, proto; const char *name, *policy; } allowed[] = {
+		{ AF_UNIX, SOCK_STREAM, 0, "unix stream", "unix" },
+		{ AF_UNIX, SOCK_DGRAM, 0, "unix datagram", "unix" },
+		{ AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, "unix seqpacket", "unix" },
+		{ AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0, "inet stream", "inet" },
+		{ AF_INET, SOCK_STREAM, IPPROTO_TCP, "inet TCP", "inet" },
+		{ AF_INET, SOCK_DGRAM, IPPROTO_UDP, "inet UDP", "inet" },
+		{ AF_INET6, SOCK_STREAM, 0, "inet6 stream", "inet6" },
+		{ AF_INET6, SOCK_DGRAM, 0, "inet6 datagram", "inet6" },
+		{ AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE, "netlink route", "netlink" },
+		{ AF_NETLINK, SOCK_DGRAM, NETLINK_ROUTE, "netlink route (datagram)", "netlink" },
+	};
+	char what[160], list[64];
+	int sv[2];
+	long r;
+
+	snprintf(list, sizeof(list), ",%s,", !strcmp(families, "all") ?
+	         "unix,inet,inet6,netlink" : families);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int err = refused[i].err;
+		char fam[16] = "";
+
+		/* a refused protocol of a family the policy left out is refused
+		 * for its family */
+		if (refused[i].family == AF_INET) snprintf(fam, sizeof(fam), ",inet,");
+		if (refused[i].family == AF_INET6) snprintf(fam, sizeof(fam), ",inet6,");
+		if (refused[i].family == AF_NETLINK) snprintf(fam, sizeof(fam), ",netlink,");
+		if (fam[0] && !strstr(list, fam))
+			err = EAFNOSUPPORT;
+		snprintf(what, sizeof(what), "socket %s refused", refused[i].name);
+		expect_errno(socket(refused[i].family, refused[i].type, refused[i].proto), err, what);
+	}
+	/* The family is an int: high bits do not make AF_VSOCK pass. */
+	expect_errno(syscall(SYS_socket, (1ul << 32) | 40, SOCK_STREAM, 0), EAFNOSUPPORT,
+	             "socket AF_VSOCK with high bits refused");
+	expect_errno(socketpair(40, SOCK_STREAM, 0, sv), EAFNOSUPPORT, "socketpair AF_VSOCK refused");
+	expect_errno(socketpair(AF_INET, SOCK_STREAM, 0, sv), EAFNOSUPPORT,
+	             "socketpair AF_INET refused");
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		char fam[16];
+		bool want;
+
+		snprintf(fam, sizeof(fam), ",%s,", allowed[i].policy);
+		want = strstr(list, fam) != NULL;
+		r = socket(allowed[i].family, allowed[i].type, allowed[i].proto);
+		snprintf(what, sizeof(what), "socket %s %s", allowed[i].name,
+		         want ? "works" : "refused (not in the policy)");
+		if (want)
+			result(r >= 0, what, r < 0 ? errno : 0);
+		else
+			expect_errno(r, EAFNOSUPPORT, what);
+		if (r >= 0)
+			close((int)r);
+	}
+	r = socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	if (strstr(list, ",unix,")) {
+		result(r == 0, "socketpair AF_UNIX works", r < 0 ? errno : 0);
+	} else {
+		expect_errno(r, EAFNOSUPPORT, "socketpair AF_UNIX refused (not in the policy)");
+	}
+	if (r == 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+
+/* ---- kernel uevents ------------------------------------------------------ */
+
+/* Make a NETLINK_KOBJECT_UEVENT socket the only way left, through io_uring
+ * (the policy must let the ring through), subscribe to the kernel's uevents,
+ * say "ready", and once the test has seen a uevent of its own on the host
+ * (a line on stdin), check that none reached the sandbox. */
+static void attack_uevent(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	struct io_uring_sqe op = { .opcode = 45 /* IORING_OP_SOCKET */, .fd = AF_NETLINK,
+	                           .off = SOCK_DGRAM, .len = NETLINK_KOBJECT_UEVENT };
+	char line[64], buf[4096];
+	long s;
+	ssize_t n;
+
+	expect_errno(socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT), EPROTONOSUPPORT,
+	             "socket() for uevents refused");
+	s = uring_submit(&op);
+	if (s < 0) {
+		result(true, "io_uring cannot make a uevent socket either", (int)-s);
+		return;
+	}
+	if (bind((int)s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		result(true, "a uevent socket made through io_uring cannot subscribe", errno);
+		return;
+	}
+	printf("ready\n");
+	if (!fgets(line, sizeof(line), stdin))
+		return;
+	n = recv((int)s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	if (n > 0)
+		buf[n] = '\0';
+	result(n < 0 && errno == EAGAIN, n > 0 ? buf : "no host uevent reaches the sandbox",
+	       n < 0 ? errno : 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -780,6 +1032,12 @@ int main(int argc, char **argv)
 		attack_reach(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "fill") && argc == 4)
 		attack_fill(argv[3]);
+	else if (!strcmp(argv[2], "allowlist"))
+		attack_allowlist();
+	else if (!strcmp(argv[2], "sockets") && argc == 4)
+		attack_sockets(argv[3]);
+	else if (!strcmp(argv[2], "uevent"))
+		attack_uevent();
 	else {
 		fprintf(stderr, "attack: unknown attack '%s'\n", argv[2]);
 		return 2;

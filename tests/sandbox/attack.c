@@ -42,6 +42,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
 static int failures;
 
 static void result(bool ok, const char *what, int err)
@@ -291,8 +293,9 @@ static void attack_net(int argc, char **argv)
 }
 
 /* Change the network namespace itself: a pooled one outlives the sandbox,
- * so nothing of it may be changed from inside (its owner is the host's user
- * namespace, and the sandbox's capabilities are dropped besides). */
+ * so nothing of it may be changed from inside (its owner is a user namespace
+ * of the pool's, in which the sandbox has no capability, and the sandbox's
+ * capabilities are dropped besides). */
 static void attack_netns(void)
 {
 	int s = socket(AF_INET, SOCK_DGRAM, 0), nl;
@@ -976,28 +979,70 @@ static void attack_uevent(void)
 	struct io_uring_sqe op = { .opcode = 45 /* IORING_OP_SOCKET */, .fd = AF_NETLINK,
 	                           .off = SOCK_DGRAM, .len = NETLINK_KOBJECT_UEVENT };
 	char line[64], buf[4096];
-	long s;
+	long s = uring_submit(&op), bound = -1;
+	int bind_err = 0;
 	ssize_t n;
 
-	expect_errno(socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT), EPROTONOSUPPORT,
-	             "socket() for uevents refused");
-	s = uring_submit(&op);
-	if (s < 0) {
-		result(true, "io_uring cannot make a uevent socket either", (int)-s);
-		return;
-	}
-	if (bind((int)s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		result(true, "a uevent socket made through io_uring cannot subscribe", errno);
-		return;
+	if (s >= 0) {
+		bound = bind((int)s, (struct sockaddr *)&sa, sizeof(sa));
+		bind_err = bound < 0 ? errno : 0;
 	}
 	printf("ready\n");
 	if (!fgets(line, sizeof(line), stdin))
 		return;
+	expect_errno(socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT), EPROTONOSUPPORT,
+	             "socket() for uevents refused");
+	if (s < 0) {
+		result(true, "io_uring cannot make a uevent socket either", (int)-s);
+		return;
+	}
+	if (bound < 0) {
+		result(true, "a uevent socket made through io_uring cannot subscribe", bind_err);
+		return;
+	}
 	n = recv((int)s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
 	if (n > 0)
 		buf[n] = '\0';
 	result(n < 0 && errno == EAGAIN, n > 0 ? buf : "no host uevent reaches the sandbox",
 	       n < 0 ? errno : 0);
+}
+
+/* ---- the page cache of a shared file ------------------------------------- */
+
+/* Each way to tell which pages of FILE are in the page cache without reading
+ * them (and so caching them) must be refused: mincore on a mapping of it,
+ * cachestat, preadv2 with RWF_NOWAIT.  FILE is shared with other sandboxes
+ * (the image, or a bind): its cached pages are the ones they read. */
+static void attack_pagecache(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	unsigned char vec[256];
+	char buf[4096];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct { uint64_t off, len; } range = { 0, 0 };
+	uint64_t cs[8];
+	int answered = 0;
+	void *m;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size < 4096) {
+		result(false, "open the shared file", errno);
+		return;
+	}
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	expect_errno(m == MAP_FAILED ? 0 : mincore(m, MIN((size_t)st.st_size, sizeof(vec) * 4096),
+	                                           vec), EPERM, "mincore on the shared file");
+	expect_errno(syscall(451, fd, &range, cs, 0), EPERM, "cachestat on the shared file");
+	for (off_t off = 0; off + 4096 <= st.st_size && off < 64 * 4096; off += 4096) {
+		long r = syscall(SYS_preadv2, fd, &iov, 1, off, 0, 0x8 /* RWF_NOWAIT */);
+
+		if (r >= 0 || errno != EOPNOTSUPP)
+			answered++;
+	}
+	result(answered == 0, "preadv2 RWF_NOWAIT refused on every page of the shared file", 0);
+	if (m != MAP_FAILED)
+		munmap(m, (size_t)st.st_size);
+	close(fd);
 }
 
 int main(int argc, char **argv)
@@ -1038,6 +1083,8 @@ int main(int argc, char **argv)
 		attack_sockets(argv[3]);
 	else if (!strcmp(argv[2], "uevent"))
 		attack_uevent();
+	else if (!strcmp(argv[2], "pagecache") && argc == 4)
+		attack_pagecache(argv[3]);
 	else {
 		fprintf(stderr, "attack: unknown attack '%s'\n", argv[2]);
 		return 2;

@@ -288,6 +288,11 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
                bool pooled_net);
 /* Bring up the loopback of the calling thread's network namespace; -errno. */
 int loopback_up(void);
+/* In the sandbox's init, once setup_root has made the mask source: cover
+ * path (relative to dirfd; a final symlink is not followed) with an empty,
+ * read-only, mode-000 directory or file, whichever it is, so that not even its
+ * size, times or extended attributes show.  A missing path is left alone. */
+int mask_path(int dirfd, const char *path);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 

@@ -12,6 +12,7 @@
  * Built static, so that it runs on any root filesystem.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>   /* before the linux headers, which then skip their copies */
@@ -39,6 +40,7 @@
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1045,6 +1047,130 @@ static void attack_pagecache(const char *path)
 	close(fd);
 }
 
+/* ---- metadata of read-only and hidden paths ---------------------------- */
+
+/* ro:PATH   chmod, chown (to its own owner), utimes, truncate and xattr
+ *           changes of PATH must fail with EROFS (Landlock has no right for
+ *           them: the path must be on a read-only mount);
+ * hidden:PATH:MTIME   stat of PATH must show nothing of the file: size 0,
+ *           mode 000, not the mtime MTIME, no extended attribute. */
+static void attack_metadata(int argc, char **argv)
+{
+	char what[512], names[256];
+
+	for (int i = 0; i < argc; i++) {
+		struct stat st;
+
+		if (!strncmp(argv[i], "ro:", 3)) {
+			const char *p = argv[i] + 3;
+			struct timespec ts[2] = { { 1, 0 }, { 1, 0 } };
+
+			if (lstat(p, &st) < 0) {
+				result(false, p, errno);
+				continue;
+			}
+			snprintf(what, sizeof(what), "chmod %s", p);
+			expect_errno(chmod(p, 04777), EROFS, what);
+			snprintf(what, sizeof(what), "chown %s to its own owner", p);
+			expect_errno(lchown(p, st.st_uid, st.st_gid), EROFS, what);
+			snprintf(what, sizeof(what), "utimensat %s", p);
+			expect_errno(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), EROFS, what);
+			snprintf(what, sizeof(what), "set user.attack on %s", p);
+			expect_errno(lsetxattr(p, "user.attack", "x", 1, 0), EROFS, what);
+			snprintf(what, sizeof(what), "set trusted.overlay.opaque on %s", p);
+			expect_fail(lsetxattr(p, "trusted.overlay.opaque", "y", 1, 0), what);
+			snprintf(what, sizeof(what), "remove security.capability of %s", p);
+			expect_fail(lremovexattr(p, "security.capability"), what);
+			snprintf(what, sizeof(what), "write to %s", p);
+			expect_fail(open(p, O_WRONLY), what);
+			if (lstat(p, &st) == 0) {
+				snprintf(what, sizeof(what), "%s unchanged: mode %o, mtime %lld", p,
+				         st.st_mode & 07777, (long long)st.st_mtime);
+				result(!(st.st_mode & 04000) && st.st_mtime != 1, what, 0);
+			}
+		} else if (!strncmp(argv[i], "hidden:", 7)) {
+			char *p = argv[i] + 7, *colon = strrchr(p, ':');
+			long long mtime = colon ? atoll(colon + 1) : -1;
+			ssize_t n;
+
+			if (colon)
+				*colon = '\0';
+			snprintf(what, sizeof(what), "stat hidden %s", p);
+			if (lstat(p, &st) < 0) {
+				result(true, what, errno);   /* not even that */
+				continue;
+			}
+			snprintf(what, sizeof(what), "stat hidden %s shows size %lld, mode %o, mtime %lld", p,
+			         (long long)st.st_size, st.st_mode & 07777, (long long)st.st_mtime);
+			result((S_ISDIR(st.st_mode) || st.st_size == 0) && (st.st_mode & 07777) == 0 &&
+			       st.st_mtime != mtime, what, 0);
+			n = llistxattr(p, names, sizeof(names));
+			snprintf(what, sizeof(what), "hidden %s has no extended attribute", p);
+			result(n <= 0, what, n < 0 ? errno : 0);
+			n = lgetxattr(p, "user.secret", names, sizeof(names));
+			snprintf(what, sizeof(what), "hidden %s: user.secret unreadable", p);
+			result(n < 0, what, n < 0 ? errno : 0);
+		}
+	}
+}
+
+/* ---- what of the host shows in /proc, /sys and the mount table ---------- */
+
+/* Each PATH must read as empty (masked) or not exist; each "nomount:STR"
+ * means no line of /proc/self/mountinfo contains STR. */
+static void attack_masks(int argc, char **argv)
+{
+	char what[512], buf[65536];
+
+	for (int i = 0; i < argc; i++) {
+		if (!strncmp(argv[i], "nomount:", 8)) {
+			int fd = open("/proc/self/mountinfo", O_RDONLY);
+			ssize_t n, total = 0;
+
+			while (fd >= 0 && total < (ssize_t)sizeof(buf) - 1 &&
+			       (n = read(fd, buf + total, sizeof(buf) - 1 - (size_t)total)) > 0)
+				total += n;
+			buf[total] = '\0';
+			if (fd >= 0)
+				close(fd);
+			snprintf(what, sizeof(what), "mountinfo does not show '%s'", argv[i] + 8);
+			result(total > 0 && !strstr(buf, argv[i] + 8), what, 0);
+		} else {
+			struct stat st;
+			int fd;
+			ssize_t n = 0;
+
+			if (lstat(argv[i], &st) < 0) {
+				snprintf(what, sizeof(what), "%s does not exist", argv[i]);
+				result(errno == ENOENT, what, errno);
+				continue;
+			}
+			if (S_ISDIR(st.st_mode)) {
+				int entries = 0;
+				DIR *d = opendir(argv[i]);
+				struct dirent *de;
+
+				while (d && (de = readdir(d)))
+					entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+				if (d)
+					closedir(d);
+				snprintf(what, sizeof(what), "%s lists nothing", argv[i]);
+				result(entries == 0, what, 0);
+				continue;
+			}
+			fd = open(argv[i], O_RDONLY);
+			if (fd >= 0) {
+				n = read(fd, buf, sizeof(buf));
+				close(fd);
+			}
+			snprintf(what, sizeof(what), "%s reads nothing", argv[i]);
+			result(fd < 0 || n <= 0, what, fd < 0 ? errno : 0);
+			snprintf(what, sizeof(what), "%s cannot be written", argv[i]);
+			expect_fail(open(argv[i], O_WRONLY), what);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -1085,6 +1211,10 @@ int main(int argc, char **argv)
 		attack_uevent();
 	else if (!strcmp(argv[2], "pagecache") && argc == 4)
 		attack_pagecache(argv[3]);
+	else if (!strcmp(argv[2], "metadata"))
+		attack_metadata(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "masks"))
+		attack_masks(argc - 3, argv + 3);
 	else {
 		fprintf(stderr, "attack: unknown attack '%s'\n", argv[2]);
 		return 2;

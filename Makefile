@@ -1,6 +1,8 @@
 # lazyroot — plain Makefile.  `make`, `make test`, `make asan`, `make install`, `make bench`.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR ?=
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -46,7 +48,7 @@ else
 Q = @
 endif
 
-MODULES = lib image chunker store cache fs sandbox
+MODULES = lib image chunker store cache fs sandbox node
 CORE_SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 CORE_OBJS = $(CORE_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS = $(wildcard tools/*.c)
@@ -56,7 +58,14 @@ UNIT_BINS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRCS = $(wildcard tests/helpers/*.c)
 HELPER_BINS = $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/tests/%)
 
-all: deps-check $(BUILD)/lazyroot
+# The pkg-config flags above are computed when make reads this file, so the packages that
+# provide them are installed first, and a second make, reading the file afresh, builds.
+all: deps-check
+	$(Q)$(MAKE) --no-print-directory bin
+
+# (`@:`: nothing to say when everything is built)
+bin: $(BUILD)/lazyroot
+	@:
 
 deps-check:
 	$(Q)scripts/install-deps build
@@ -117,9 +126,11 @@ $(BUILD)/tests/sandbox/%: tests/sandbox/%.c
 	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -static -o $@ $<
 
 tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS) $(BENCH_BINS)
+	@:
 
 # The whole suite: unit tests, then integration tests against the real binary.
-test: deps-check-test tests-build
+test: deps-check-test
+	$(Q)$(MAKE) --no-print-directory tests-build
 	$(Q)BUILD=$(BUILD) tests/run
 
 deps-check-test:
@@ -140,17 +151,29 @@ fuzz:
 		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -close_fd_mask=2 build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
 	done
 
-bench: $(BUILD)/lazyroot $(BENCH_BINS)
+bench:
 	$(Q)scripts/install-deps bench
-	$(Q)for b in bench/*/run; do BUILD=$(BUILD) $$b || exit 1; done
+	$(Q)$(MAKE) --no-print-directory bench-build
+	$(Q)for b in bench/*/run; do \
+		BENCH_SUMMARY=bench/results/$$(basename $$(dirname $$b)).jsonl BUILD=$(BUILD) $$b || exit 1; \
+	done
+	$(Q)bench/report
+
+MAN_PAGES = $(wildcard man/*.1)
+
+bench-build: $(BUILD)/lazyroot $(BENCH_BINS)
+	@:
 
 install: $(BUILD)/lazyroot
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 completion/lazyroot.bash $(DESTDIR)$(BASHCOMPDIR)/lazyroot
+	test -e $(DESTDIR)/etc/lazyroot/node.conf || { install -d $(DESTDIR)/etc/lazyroot && $(BUILD)/lazyroot config --defaults >$(DESTDIR)/etc/lazyroot/node.conf; }
 
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all test asan fuzz bench install clean deps-check deps-check-test tests-build
+.PHONY: all bin test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
 
 -include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)

@@ -512,18 +512,18 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		r = log_errno(-errno, "run: pipes");
 		goto close_all;
 	}
-	sandbox_gc_maybe();
+	sandbox_gc_maybe(&sb->node);
 	/* A record only where a dead launcher would leave something for gc
 	 * (cgroups of the sandbox's own, a stage state directory) or a name
 	 * is to be claimed; a name asked for is claimed first.  The default
 	 * name holds the launcher's pid, and a pooled sandbox leaves nothing:
 	 * the next taker of a dead launcher's slot starts it over (pool.c).
 	 * On ext4 (this VM's /run) the record's create and unlink cost about
-	 * 3% of the launch rate (bench/RESULTS.md, session 9).  Pooled
+	 * 3% of the launch rate (docs/perf-log.md, "Fewer files per launch").  Pooled
 	 * cgroups are never listed in a record: they outlive the sandbox, and
 	 * a collector of the record must not touch them. */
 	if (sb->name || sb->n_stages) {
-		r = launch_record_open(name, &rec);
+		r = launch_record_open(&sb->node, name, &rec);
 		if (r < 0)
 			goto close_all;
 	}
@@ -531,7 +531,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	if (r < 0)
 		goto close_all;
 	if (cslot.lock_fd < 0 && rec.fd < 0) {
-		r = launch_record_open(name, &rec);
+		r = launch_record_open(&sb->node, name, &rec);
 		if (r < 0)
 			goto close_all;
 	}

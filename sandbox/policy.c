@@ -73,6 +73,11 @@ int sandbox_new(struct sandbox **ret)
 	return 0;
 }
 
+void sandbox_set_node(struct sandbox *sb, const struct sandbox_node *n)
+{
+	sb->node = *n;
+}
+
 void sandbox_free(struct sandbox *sb)
 {
 	if (!sb)

@@ -7,7 +7,8 @@
  * Creating a network namespace registers its loopback in sysfs and sysctl,
  * and its teardown (cleanup_net, in a kworker after the last user is gone)
  * costs about as much again: together about an eighth of a node's CPU per
- * launch of /bin/true (bench/RESULTS.md).  A pooled namespace is made once,
+ * launch of /bin/true (docs/perf-log.md, "Pools of network
+ * namespaces and cgroups").  A pooled namespace is made once,
  * with a user namespace of its own that owns it (make_netns): a sandbox,
  * whose own user namespace has no rights over it (and whose capabilities are
  * dropped anyway), can neither change its links, addresses, routes nor its
@@ -54,19 +55,16 @@
 
 #define POOL_DIR_DEFAULT "/run/lazyroot/pool"
 
-static const char *pool_dir(void)
+/* The node's pool directory (docs/settings.md: pool_dir). */
+static const char *pool_dir(const struct sandbox_node *n)
 {
-	const char *d = getenv("LAZYROOT_POOL_DIR");
-
-	return d && d[0] == '/' ? d : POOL_DIR_DEFAULT;
+	return n->pool_dir ? n->pool_dir : POOL_DIR_DEFAULT;
 }
 
-/* Pooling is on unless the policy or $LAZYROOT_POOL=0 turns it off. */
+/* Pooling is on unless the policy or the node (pool = off) turns it off. */
 static bool pool_enabled(const struct sandbox *sb)
 {
-	const char *e = getenv("LAZYROOT_POOL");
-
-	return sb->pool && !(e && !strcmp(e, "0"));
+	return sb->pool && !sb->node.no_pool;
 }
 
 /* Read once: both pools ask, and get_nprocs() reads sysfs each time. */
@@ -93,16 +91,16 @@ static bool left_in_use(int lock_fd)
 	return fstat(lock_fd, &st) == 0 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 0;
 }
 
-static int open_pool_dir(bool create)
+static int open_pool_dir(const char *dir, bool create)
 {
-	int fd = open(pool_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0 && errno == ENOENT && create) {
-		int r = mkdir_p(pool_dir(), 0700);
+		int r = mkdir_p(dir, 0700);
 
 		if (r < 0)
 			return r;
-		fd = open(pool_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	return fd < 0 ? -errno : fd;
 }
@@ -126,14 +124,14 @@ static int open_netns(int dfd, const char *name)
  * of a sandbox has any capability in that user namespace (a sibling of its
  * own): none can change the namespace's links, addresses, routes or sysctls.
  * The child lives until the namespace is mounted. */
-static int make_netns(int dfd, const char *name)
+static int make_netns(const char *dir, int dfd, const char *name)
 {
 	char path[PATH_MAX], ns[64], c = 0;
 	_cleanup_close_ int f = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	int ready[2] = { -1, -1 }, done[2] = { -1, -1 }, r = 0, st;
 	pid_t pid;
 
-	snprintf(path, sizeof(path), "%s/%s", pool_dir(), name);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (f < 0)
 		return -errno;
 	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0) {
@@ -185,15 +183,17 @@ void netns_slot_init(struct netns_slot *s)
 
 int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 {
+	const char *dir = pool_dir(&sb->node);
 	_cleanup_close_ int dfd = -1;
 	int n = pool_size();
 
 	netns_slot_init(s);
 	if (!pool_enabled(sb) || sb->sysfs || netpolicy_start_allow(sb) > 0)
 		return 0;
-	dfd = open_pool_dir(true);
+	s->dir = dir;
+	dfd = open_pool_dir(dir, true);
 	if (dfd < 0)
-		return log_errno(dfd, "pool: directory '%s'", pool_dir());
+		return log_errno(dfd, "pool: directory '%s'", dir);
 	for (int i = 0; i < n; i++) {
 		char lock[32], ns[32];
 		int fd, r;
@@ -204,7 +204,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 		if (fd == -EBUSY || fd == -EAGAIN)
 			continue;
 		if (fd < 0)
-			return log_errno(fd, "pool: '%s/%s'", pool_dir(), lock);
+			return log_errno(fd, "pool: '%s/%s'", dir, lock);
 		s->lock_fd = fd;
 		s->index = i;
 		if (left_in_use(fd)) {
@@ -212,7 +212,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 			 * alive still, or have left state behind. */
 			char path[PATH_MAX];
 
-			snprintf(path, sizeof(path), "%s/%s", pool_dir(), ns);
+			snprintf(path, sizeof(path), "%s/%s", dir, ns);
 			umount2(path, MNT_DETACH);
 		}
 		s->host_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -223,10 +223,10 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 		}
 		s->ns_fd = open_netns(dfd, ns);
 		if (s->ns_fd < 0) {
-			s->ns_fd = make_netns(dfd, ns);
+			s->ns_fd = make_netns(dir, dfd, ns);
 			if (s->ns_fd < 0) {
 				r = log_errno(s->ns_fd, "pool: make a network namespace at '%s/%s'",
-				              pool_dir(), ns);
+				              dir, ns);
 				netns_slot_release(s);
 				return r;
 			}
@@ -234,7 +234,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 		/* In use from now on, until released clean. */
 		r = mark_in_use(fd);
 		if (r < 0) {
-			r = log_errno(r, "pool: '%s/%s'", pool_dir(), lock);
+			r = log_errno(r, "pool: '%s/%s'", dir, lock);
 			netns_slot_release(s);
 			return r;
 		}
@@ -324,7 +324,7 @@ void netns_slot_release(struct netns_slot *s)
 		} else if (s->ns_fd >= 0) {
 			char path[PATH_MAX];
 
-			snprintf(path, sizeof(path), "%s/net.%d", pool_dir(), s->index);
+			snprintf(path, sizeof(path), "%s/net.%d", s->dir, s->index);
 			if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
 				log_errno(-errno, "pool: unmount '%s'", path);
 			else
@@ -360,11 +360,11 @@ void netns_slot_release(struct netns_slot *s)
 /* A slot's directories are named lazyroot-pool-HASH.N, HASH of the pool's
  * directory: pools of different directories (tests keep their own) never
  * share cgroups under one parent. */
-static void slot_name(int index, char *out, size_t len)
+static void slot_name(const char *dir, int index, char *out, size_t len)
 {
 	uint32_t h = 2166136261u;
 
-	for (const char *p = pool_dir(); *p; p++)
+	for (const char *p = dir; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	snprintf(out, len, "lazyroot-pool-%08x.%d", h, index);
 }
@@ -388,7 +388,7 @@ static int slot_paths(const struct sandbox_cgroups *cg, struct buf *b)
 /* Remove the directories the lock file fd lists, killing what is still in
  * them; only paths under /sys/fs/cgroup named as slot index's are touched.
  * 0 when all are gone. */
-static int remove_listed(int fd, int index)
+static int remove_listed(const char *dir, int fd, int index)
 {
 	char buf[4096], want[48];
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
@@ -397,7 +397,7 @@ static int remove_listed(int fd, int index)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	slot_name(index, want, sizeof(want));
+	slot_name(dir, index, want, sizeof(want));
 	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		const char *path = l + 7, *base = strrchr(l, '/');
 
@@ -446,6 +446,7 @@ static bool carry_parse(const char *s, size_t len, struct cgroups_carry *c)
 
 int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct sandbox_cgroups *cg)
 {
+	const char *dir = pool_dir(&sb->node);
 	_cleanup_close_ int dfd = -1;
 	int n = pool_size();
 
@@ -455,9 +456,9 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 	 * the links die with the launcher either way). */
 	if (!pool_enabled(sb) || netpolicy_start_allow(sb) > 0)
 		return 0;
-	dfd = open_pool_dir(true);
+	dfd = open_pool_dir(dir, true);
 	if (dfd < 0)
-		return log_errno(dfd, "pool: directory '%s'", pool_dir());
+		return log_errno(dfd, "pool: directory '%s'", dir);
 	for (int i = 0; i < n; i++) {
 		_cleanup_(buf_freep) struct buf want = BUF_INIT;
 		char lock[32], name[48], have[4096];
@@ -471,8 +472,8 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		if (fd == -EBUSY || fd == -EAGAIN)
 			continue;
 		if (fd < 0)
-			return log_errno(fd, "pool: '%s/%s'", pool_dir(), lock);
-		slot_name(i, name, sizeof(name));
+			return log_errno(fd, "pool: '%s/%s'", dir, lock);
+		slot_name(dir, i, name, sizeof(name));
 		r = cgroups_resolve(sb, name, cg);
 		if (r < 0) {
 			close(fd);
@@ -498,7 +499,7 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		carried = !dead && same &&
 		          carry_parse(have + want.len, (size_t)len - want.len, &carry);
 		if (dead || !same) {
-			if (remove_listed(fd, i) < 0) {
+			if (remove_listed(dir, fd, i) < 0) {
 				cgroups_forget(cg);
 				close(fd);
 				continue;   /* left dirty for gc; try the next slot */
@@ -507,7 +508,7 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 		if (!same || (len != (ssize_t)want.len && !carried)) {
 			if (pwrite(fd, want.data, want.len, 0) != (ssize_t)want.len ||
 			    ftruncate(fd, (off_t)want.len) < 0) {
-				r = log_errno(-errno, "pool: '%s/%s'", pool_dir(), lock);
+				r = log_errno(-errno, "pool: '%s/%s'", dir, lock);
 				cgroups_forget(cg);
 				close(fd);
 				return r;
@@ -531,7 +532,7 @@ int cgroup_slot_take(const struct sandbox *sb, struct cgroup_slot *s, struct san
 			/* E.g. a memory limit below what the slot is still charged:
 			 * remove the slot's directories, use cgroups of the sandbox's
 			 * own. */
-			if (remove_listed(fd, i) == 0 && ftruncate(fd, (off_t)want.len) == 0)
+			if (remove_listed(dir, fd, i) == 0 && ftruncate(fd, (off_t)want.len) == 0)
 				futimens(fd, NULL);
 			cgroups_forget(cg);
 			close(fd);
@@ -599,9 +600,11 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg)
 	return r;
 }
 
-int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
+int sandbox_pool_gc(const struct sandbox_node *n, double max_idle,
+                    struct sandbox_pool_gc_result *ret)
 {
-	_cleanup_close_ int dfd = open_pool_dir(false);
+	const char *dir = pool_dir(n);
+	_cleanup_close_ int dfd = open_pool_dir(dir, false);
 	struct sandbox_pool_gc_result res = { 0 };
 	struct timespec now;
 	DIR *d;
@@ -610,10 +613,10 @@ int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 	if (dfd == -ENOENT)
 		goto out;
 	if (dfd < 0)
-		return log_errno(dfd, "gc: pool '%s'", pool_dir());
+		return log_errno(dfd, "gc: pool '%s'", dir);
 	d = fdopendir(dfd);
 	if (!d)
-		return log_errno(-errno, "gc: pool '%s'", pool_dir());
+		return log_errno(-errno, "gc: pool '%s'", dir);
 	dfd = -1;
 	clock_gettime(CLOCK_REALTIME, &now);
 	while ((e = readdir(d))) {
@@ -640,7 +643,7 @@ int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 			continue;
 		}
 		if (cg_index >= 0) {
-			if (remove_listed(fd, cg_index) < 0) {
+			if (remove_listed(dir, fd, cg_index) < 0) {
 				res.failed++;
 				close(fd);
 				continue;
@@ -652,7 +655,7 @@ int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret)
 		}
 		memcpy(ns, e->d_name, len - 5);
 		ns[len - 5] = '\0';
-		snprintf(path, sizeof(path), "%s/%s", pool_dir(), ns);
+		snprintf(path, sizeof(path), "%s/%s", dir, ns);
 		if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT) {
 			log_errno(-errno, "gc: unmount '%s'", path);
 			res.failed++;

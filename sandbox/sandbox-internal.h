@@ -78,6 +78,7 @@ struct sandbox {
 	bool kill_on_pids_limit;
 	bool sysfs;             /* mount a read-only sysfs on /sys */
 	bool pool;              /* take a pooled network namespace when the policy allows (pool.c) */
+	struct sandbox_node node;   /* the node's directories and pool switch (borrowed strings) */
 	char **env;             /* NAME=VALUE, NULL-terminated */
 	size_t n_env;
 	struct sandbox_bind *binds;
@@ -218,7 +219,7 @@ struct launch_record {
 /* Claim name: create and lock /run/lazyroot/launchers/NAME, first removing
  * what a dead launcher of the same name left.  -EBUSY (logged) when a live
  * launcher holds the name. */
-int launch_record_open(const char *name, struct launch_record *rec);
+int launch_record_open(const struct sandbox_node *n, const char *name, struct launch_record *rec);
 /* List the cgroups of cg in the record; call before making them. */
 int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg);
 /* Close the record, and remove it when what it lists is gone (remove);
@@ -226,7 +227,7 @@ int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *c
 void launch_record_close(struct launch_record *rec, bool remove);
 /* sandbox_gc, quietly and at most once every few seconds per host (one stat
  * otherwise): the start of every run calls it. */
-void sandbox_gc_maybe(void);
+void sandbox_gc_maybe(const struct sandbox_node *n);
 
 /* ---- the network namespace pool (pool.c) -------------------------------- */
 
@@ -237,8 +238,9 @@ struct netns_slot {
 	int host_fd;            /* the launcher's own network namespace */
 	int stat_fd[3];         /* its sockstat, sockstat6 and unix, opened inside it */
 	int index;
+	const char *dir;        /* the pool directory it is in (borrowed from the sandbox) */
 };
-#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1 }
+#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1, NULL }
 void netns_slot_init(struct netns_slot *s);
 /* Take a free slot of the pool (making its namespace if the slot has none)
  * when pooling is on and the policy has no allowlist and no sysfs.  0 with

@@ -60,6 +60,17 @@ int sandbox_new(struct sandbox **ret);
 /* NULL is accepted. */
 void sandbox_free(struct sandbox *sb);
 
+/* What the launchers of a node share, from the node's settings
+ * (docs/settings.md: pool, pool_dir, record_dir).  Zeroed: the defaults.
+ * Strings are borrowed: they must outlive the sandbox, or the gc call. */
+struct sandbox_node {
+	const char *pool_dir;     /* pooled namespaces and slots; NULL: /run/lazyroot/pool */
+	const char *record_dir;   /* launcher records; NULL: /run/lazyroot/launchers */
+	bool no_pool;             /* pool nothing, whatever the policy's pool field says */
+};
+/* Use n (copied; its strings borrowed) for sb's records and pools. */
+void sandbox_set_node(struct sandbox *sb, const struct sandbox_node *n);
+
 /* Set one policy field from its text form, as a policy file line would
  * ("memory", "512M").  -EINVAL (logged, naming key and value) for an unknown
  * key or a value that does not parse. */
@@ -122,8 +133,8 @@ struct sandbox_gc_result {
  * called with each removed sandbox's name.  Returns 0, or -EBUSY (logged per
  * item) when something could not be removed; *ret (may be NULL) is filled
  * either way.  Needs root. */
-int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
-               struct sandbox_gc_result *ret);
+int sandbox_gc(const struct sandbox_node *n, void (*removed)(const char *name, void *ud),
+               void *ud, struct sandbox_gc_result *ret);
 
 /* Seconds a pooled namespace may stay idle before a collection removes it. */
 #define SANDBOX_POOL_IDLE 600
@@ -140,6 +151,7 @@ struct sandbox_pool_gc_result {
  * "Pools"): those idle for max_idle seconds or more, every idle one when
  * max_idle <= 0, and those a dead launcher held.  Slots in use are left
  * alone.  -EBUSY (logged) when one could not be removed.  Needs root. */
-int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret);
+int sandbox_pool_gc(const struct sandbox_node *n, double max_idle,
+                    struct sandbox_pool_gc_result *ret);
 
 #endif

@@ -32,7 +32,7 @@
  *
  * Superblocks are counted: every one registers a shrinker, and the kernel
  * gives every memory cgroup on the node a map sized by the highest shrinker
- * id ever allocated (bench/RESULTS.md, density).  A sandbox makes four here
+ * id ever allocated (docs/perf-log.md, "bench/launch/density").  A sandbox makes four here
  * (the tmpfs, the overlay, proc, devpts; sysfs a fifth when asked for) plus
  * the mqueue of its ipc namespace; /dev, /dev/shm and the empty /sys are
  * bind mounts of the one tmpfs, which make none.

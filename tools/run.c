@@ -43,6 +43,8 @@ static void usage(FILE *f)
 	        "                       $LAZYROOT_CACHE, else %s)\n"
 	        "  --images DIR         where the node's image mounts live (default:\n"
 	        "                       $LAZYROOT_IMAGES, else %s)\n"
+	        "  --config FILE        the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                       %s; docs/settings.md)\n"
 	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
 	        "  --policy FILE        policy file (key = value lines); the options below\n"
 	        "                       override its fields whatever their order\n"
@@ -70,7 +72,8 @@ static void usage(FILE *f)
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
 	        "not found, 125 when the launcher fails (the message says why).\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, IMAGES_DEFAULT_DIR);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR,
+	        NODE_CONFIG_DEFAULT_PATH);
 }
 
 struct setting {
@@ -105,21 +108,24 @@ static int apply_settings(struct sandbox *sb, const char *policy, const struct s
 
 /* The sandbox for IMAGE: resolved, its index mapped, mounted on this node;
  * then its config, the policy file and the options. */
-static int image_sandbox(const char *ref, const struct images_params *ip, const char *policy,
+static int image_sandbox(const char *ref, const struct node_config *cfg,
+                         const struct images_params *ip, const char *policy,
                          const struct setting *set, size_t nset, struct sandbox **ret)
 {
 	struct index_map im = { 0 };
+	struct store_options so;
+	struct sandbox_node node;
 	struct store *s = NULL;
 	struct sandbox *sb = NULL;
 	_cleanup_free_ char *dir = NULL;
 	char hex[HASH_HEX_SIZE];
-	const char *cfg;
-	size_t cfglen;
+	const char *icfg;
+	size_t icfglen;
 	int r;
 
 	/* An index name whose index this node keeps needs no store here: opening
 	 * an http(s) store (libcurl and TLS initialisation) cost more CPU than
-	 * the rest of a warm run (bench/RESULTS.md).  A tag always asks the
+	 * the rest of a warm run (docs/perf-log.md, "bench/image").  A tag always asks the
 	 * store, as tags move. */
 	r = -ENOENT;
 	if (strlen(ref) == 32 && strspn(ref, "0123456789abcdef") == 32) {
@@ -127,7 +133,7 @@ static int image_sandbox(const char *ref, const struct images_params *ip, const 
 		r = load_index(NULL, ip->cache_dir, hex, &im);
 	}
 	if (r < 0) {
-		r = store_open(ip->store_url, &s);
+		r = tools_store_open(cfg, &so, &s);
 		if (r == 0)
 			r = store_resolve(s, ref, hex);
 		/* Before the mount: its daemon then maps the index we keep. */
@@ -141,8 +147,10 @@ static int image_sandbox(const char *ref, const struct images_params *ip, const 
 	if (r == 0)
 		r = sandbox_new(&sb);
 	if (r == 0) {
-		image_config(im.img, &cfg, &cfglen);
-		r = images_apply_config(sb, dir, ref, cfg, cfglen);
+		tools_sandbox_node(cfg, &node);
+		sandbox_set_node(sb, &node);
+		image_config(im.img, &icfg, &icfglen);
+		r = images_apply_config(sb, dir, ref, icfg, icfglen);
 	}
 	if (r == 0)
 		r = apply_settings(sb, policy, set, nset);
@@ -162,7 +170,7 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -186,6 +194,7 @@ int cmd_run(int argc, char **argv)
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -200,9 +209,12 @@ int cmd_run(int argc, char **argv)
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
 	_cleanup_free_ char *images_abs = NULL;
 	struct images_params ip = { 0 };
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct sandbox_node node;
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
-	const char *policy = NULL, *json = NULL, *image = NULL, *images_opt = NULL;
+	const char *policy = NULL, *json = NULL, *image = NULL;
 	bool want_json = false, rootfs = false;
 	size_t nset = 0;
 	int c, r;
@@ -224,9 +236,10 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case O_POLICY: policy = optarg; break;
 		case O_JSON: want_json = true; json = optarg; break;
-		case O_STORE: ip.store_url = optarg; break;
-		case O_CACHE: ip.cache_dir = optarg; break;
-		case O_IMAGES: images_opt = optarg; break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_IMAGES: tools_flag(&fl, "--images", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');
 
@@ -257,31 +270,34 @@ int cmd_run(int argc, char **argv)
 		log_error(-EINVAL, "run: image '%s' and --rootfs: give one of them", image);
 		return RUN_FAILED;
 	}
-	/* Options and the policy file first, so that a typo mounts nothing. */
-	if (sandbox_new(&sb) < 0)
+	/* Settings, options and the policy file first, so that a typo mounts
+	 * nothing. */
+	if (tools_settings(&fl, &cfg) < 0 || sandbox_new(&sb) < 0)
 		return RUN_FAILED;
+	tools_sandbox_node(&cfg, &node);
+	sandbox_set_node(sb, &node);
 	r = apply_settings(sb, policy, set, nset);
 	if (r == 0 && image) {
 		sandbox_free(sb);
 		sb = NULL;
-		ip.store_url = tools_store_url(ip.store_url);
-		ip.cache_dir = tools_cache_dir(ip.cache_dir);
-		images_opt = tools_images_dir(images_opt);
-		if (images_opt[0] == '/') {
-			images_abs = strdup(images_opt);
+		ip.store_url = cfg.store_url;
+		ip.cache_dir = cfg.cache_dir;
+		ip.config_path = cfg.config_path;
+		ip.s3_endpoint = cfg.s3_endpoint;
+		if (cfg.images_dir[0] == '/') {
+			images_abs = strdup(cfg.images_dir);
 		} else {
 			_cleanup_free_ char *cwd = getcwd(NULL, 0);
 
-			if (!cwd || asprintf(&images_abs, "%s/%s", cwd, images_opt) < 0)
+			if (!cwd || asprintf(&images_abs, "%s/%s", cwd, cfg.images_dir) < 0)
 				images_abs = NULL;
 		}
 		if (!images_abs) {
-			log_errno(-ENOMEM, "--images '%s'", images_opt);
-			sandbox_free(sb);
+			log_errno(-ENOMEM, "--images '%s'", cfg.images_dir);
 			return RUN_FAILED;
 		}
 		ip.images_dir = images_abs;
-		r = image_sandbox(image, &ip, policy, set, nset, &sb);
+		r = image_sandbox(image, &cfg, &ip, policy, set, nset, &sb);
 	}
 	if (r == 0)
 		r = sandbox_run(sb, argv + optind, &res);

@@ -155,18 +155,15 @@ static int make_target(int rootfd, const char *path, bool dir)
 
 /* ---- masks ------------------------------------------------------------------ */
 
-/* A detached, read-only clone of the tmpfs's mask/ (an empty directory and an
- * empty file, both mode 000), made before the pivot so that masks can still be
- * taken from it after: every mask is a bind of one of the two, so masking
- * makes no superblock (each costs every memory cgroup on the node, see the
- * top of this file). */
+/* The tmpfs's mask/ (an empty directory and an empty file, both mode 000),
+ * a read-only mount of its own: every mask is a bind of one of the two, so
+ * masking makes no superblock (each costs every memory cgroup on the node,
+ * see the top of this file).  mask_fd, a detached clone of it made before
+ * the pivot, serves the masks made after it (mask_path). */
 static int mask_fd = -1;
 
 static int mask_init(void)
 {
-	struct mount_attr ro = {
-		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-	};
 	int fd, r = make_dir(BASE "/mask", 0755);
 
 	if (r == 0)
@@ -180,14 +177,28 @@ static int mask_init(void)
 	/* mkdir and open apply the umask: make sure both are 000 */
 	if (chmod(BASE "/mask/dir", 0) < 0 || chmod(BASE "/mask/file", 0) < 0)
 		return log_errno(-errno, "chmod '%s'", BASE "/mask");
+	/* A read-only mount of its own: every bind of it is read-only too. */
+	r = do_mount(BASE "/mask", BASE "/mask", NULL, MS_BIND, NULL);
+	if (r == 0)
+		r = do_mount(NULL, BASE "/mask", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+		             MS_NODEV | MS_NOEXEC, NULL);
+	if (r < 0)
+		return r;
 	fd = open_tree(AT_FDCWD, BASE "/mask", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (fd < 0)
 		return log_errno(-errno, "clone '%s'", BASE "/mask");
-	if (mount_setattr(fd, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0) {
-		close(fd);
-		return log_errno(-errno, "make '%s' read-only", BASE "/mask");
-	}
 	mask_fd = fd;
+	return 0;
+}
+
+/* Before the pivot: bind the mask's directory or file on path, which is of
+ * that kind or missing (then nothing is done).  One mount(2) each: a launch
+ * makes a dozen. */
+static int mask_before_pivot(const char *path, bool dir)
+{
+	if (mount(dir ? BASE "/mask/dir" : BASE "/mask/file", path, NULL, MS_BIND, NULL) < 0 &&
+	    errno != ENOENT)
+		return log_errno(-errno, "mask '%s'", path);
 	return 0;
 }
 
@@ -218,22 +229,23 @@ int mask_path(int dirfd, const char *path)
  * (a side channel on the host's activity, as is pressure/), the host
  * filesystems' internals (fs/: ext4 and jbd2 statistics of the host's disks),
  * its drivers and ACPI tables.  What a kernel lacks is skipped. */
-static const char *const proc_masked[] = {
+static const char *const proc_masked_files[] = {
 	"cmdline", "config.gz", "bootconfig", "kallsyms", "kcore", "kmsg", "keys", "key-users",
 	"modules", "interrupts", "softirqs", "timer_list", "timer_stats", "sched_debug",
-	"latency_stats", "sysrq-trigger", "acpi", "asound", "scsi", "fs", "driver", "pressure",
-	"dynamic_debug",
+	"latency_stats", "sysrq-trigger",
+};
+static const char *const proc_masked_dirs[] = {
+	"acpi", "asound", "scsi", "fs", "driver", "pressure", "dynamic_debug",
 };
 /* Read-only, as runc's readonlyPaths: the sandbox reads them, changes nothing. */
 static const char *const proc_ro[] = { "sys", "irq", "bus" };
 /* With sysfs: firmware tables, and the energy counters of powercap (a side
  * channel: Platypus). */
-static const char *const sys_masked[] = { "firmware", "devices/virtual/powercap" };
+static const char *const sys_masked[] = { ROOT "/sys/firmware", ROOT "/sys/devices/virtual/powercap" };
 
 static int setup_proc(void)
 {
 	char path[64];
-	_cleanup_close_ int procfd = -1;
 	int r;
 
 	r = own_dir(ROOT "/proc", 0555);
@@ -250,25 +262,23 @@ static int setup_proc(void)
 			r = do_mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
 			             MS_NODEV | MS_NOEXEC, NULL);
 	}
-	if (r < 0)
-		return r;
-	procfd = open(ROOT "/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (procfd < 0)
-		return log_errno(-errno, "open '%s'", ROOT "/proc");
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked); i++)
-		r = mask_path(procfd, proc_masked[i]);
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_files); i++) {
+		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_files[i]);
+		r = mask_before_pivot(path, false);
+	}
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_dirs); i++) {
+		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_dirs[i]);
+		r = mask_before_pivot(path, true);
+	}
 	return r;
 }
 
 static int mask_sys(void)
 {
-	_cleanup_close_ int sysfd = open(ROOT "/sys", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int r = 0;
 
-	if (sysfd < 0)
-		return log_errno(-errno, "open '%s'", ROOT "/sys");
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(sys_masked); i++)
-		r = mask_path(sysfd, sys_masked[i]);
+		r = mask_before_pivot(sys_masked[i], true);
 	return r;
 }
 

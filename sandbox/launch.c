@@ -223,7 +223,7 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 	}
 	if (landlock_apply(sb) < 0)
 		_exit(SETUP_FAILED);
-	if (caps_drop_bounding() < 0 || seccomp_install(sb->io_uring) < 0)
+	if (caps_drop_bounding() < 0 || seccomp_install(sb) < 0)
 		_exit(SETUP_FAILED);
 	send_msg(c->sock, MSG_READY, 0);
 	/* /proc/1 is closed to the command (not dumpable) from before it

@@ -4,7 +4,7 @@
 _lazyroot_opts() {  # CMD SUB -> the options of that command
 	local store='--store --s3-endpoint' cache='--cache'
 	case $1 in
-	build) echo "$store --tag --platform --config --min-size --avg-size --max-size --level --threads --pack --json --no-progress --help" ;;
+	build) echo "$store --tag --platform --creds --plain-http --config --min-size --avg-size --max-size --level --threads --pack --json --no-progress --help" ;;
 	image) echo "$store --json --help" ;;
 	mount) echo "$store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --foreground --debug --help" ;;
 	umount) echo "$cache --help" ;;

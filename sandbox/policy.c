@@ -51,7 +51,8 @@ int sandbox_new(struct sandbox **ret)
 
 	if (!sb)
 		return -ENOMEM;
-	sb->uid_base = 2000000000u;
+	sb->ids_auto = true;
+	sb->ptys = 32;
 	sb->tmpfs_size = 256ull << 20;
 	sb->memory = 1ull << 30;
 	sb->pids = 256;
@@ -379,9 +380,20 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 	if (!strcmp(key, "bind"))
 		return add_bind(sb, v);
 	if (!strcmp(key, "uid_base")) {
+		if (!strcmp(v, "auto")) {
+			sb->ids_auto = true;
+			return 0;
+		}
 		if (parse_uint(v, UINT32_MAX - SANDBOX_ID_RANGE, &n) < 0 || n == 0)
 			return -EINVAL;
-		sb->uid_base = (uint32_t)n;
+		sb->ids_auto = false;
+		sb->uid_base = sb->gid_base = (uint32_t)n;
+		return 0;
+	}
+	if (!strcmp(key, "ptys")) {
+		if (parse_uint(v, 4096, &n) < 0 || n == 0)
+			return -EINVAL;
+		sb->ptys = (uint32_t)n;
 		return 0;
 	}
 	if (!strcmp(key, "landlock"))

@@ -636,3 +636,130 @@ out:
 		*ret = res;
 	return res.failed ? -EBUSY : 0;
 }
+
+/* ---- host id ranges ----------------------------------------------------- */
+
+/*
+ * Each running sandbox has a range of 65536 host uids and gids of its own:
+ * the kernel charges per-user budgets to host ids (pipe buffer pages and
+ * descriptors in flight over unix sockets to the uid a process runs as;
+ * inotify instances and watches, message queue bytes, pending signals and
+ * the like to the owner of its user namespace, launch.c), so sandboxes
+ * that shared one range shared, and could exhaust, one budget.  The ranges
+ * are the subordinate ids of the user ID_USER (/etc/subuid, /etc/subgid),
+ * cut in blocks of 65536; without an entry there, the built-in range below,
+ * which the node setup should reserve there (sandbox/POLICY.md, "Host ids").
+ * Block N is held with a lock on ID_DIR/N.lock while its sandbox runs
+ * (id_slot_take says which block a launcher tries first).  A
+ * launcher that dies releases its lock by dying; its sandbox's processes die
+ * with it (PR_SET_PDEATHSIG, the pid namespace), so the next taker of that
+ * block finds no process of it left but the ones still being killed.
+ */
+#define ID_USER "lazyroot"
+#define ID_DIR "/run/lazyroot/ids"
+#define ID_DEFAULT_START 3000000000u
+#define ID_DEFAULT_COUNT (4096u * SANDBOX_ID_RANGE)
+#define ID_COLUMNS 64u
+
+/* ID_USER's first range in file (subuid or subgid format, "name:start:count"),
+ * else the default.  Read at every launch: a few hundred bytes. */
+static void id_range(const char *file, uint32_t *start, uint32_t *count)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+	*start = ID_DEFAULT_START;
+	*count = ID_DEFAULT_COUNT;
+	if (read_file(file, 1 << 20, &b) < 0)
+		return;
+	for (char *save = NULL, *l = strtok_r((char *)b.data, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		unsigned long long s, c;
+		int end = 0;
+
+		if (strncmp(l, ID_USER ":", sizeof(ID_USER)) ||
+		    sscanf(l + sizeof(ID_USER), "%llu:%llu%n", &s, &c, &end) != 2 ||
+		    l[sizeof(ID_USER) + (size_t)end] != '\0')
+			continue;
+		if (s == 0 || c < SANDBOX_ID_RANGE || s + c > UINT32_MAX)
+			continue;   /* host root never, and nothing past the last id */
+		*start = (uint32_t)s;
+		*count = (uint32_t)c;
+		return;
+	}
+}
+
+int id_slot_take(const struct sandbox *sb, struct id_slot *s)
+{
+	_cleanup_close_ int dfd = -1;
+	uint32_t ustart, ucount, gstart, gcount, n, first, levels;
+
+	*s = (struct id_slot)ID_SLOT_INIT;
+	if (!sb->ids_auto) {
+		s->uid_base = sb->uid_base;
+		s->gid_base = sb->gid_base;
+		return 0;
+	}
+	id_range("/etc/subuid", &ustart, &ucount);
+	id_range("/etc/subgid", &gstart, &gcount);
+	n = (ucount < gcount ? ucount : gcount) / SANDBOX_ID_RANGE;
+	dfd = open(ID_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 && errno == ENOENT) {
+		int r = mkdir_p(ID_DIR, 0700);
+
+		if (r < 0)
+			return log_errno(r, "ids: directory '%s'", ID_DIR);
+		dfd = open(ID_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (dfd < 0)
+		return log_errno(-errno, "ids: directory '%s'", ID_DIR);
+	/* Blocks are tried column by column: block (c + l * ID_COLUMNS) for
+	 * every level l of column c, starting at the column of the launcher's
+	 * pid.  Launchers at once rarely share a column, so the first try is
+	 * usually free; thousands of sandboxes held fill the levels of each
+	 * column, and a launch tries about as many blocks as levels are full,
+	 * not one per sandbox held.  And lock files are made level by level:
+	 * a node that runs few sandboxes at once uses (and creates, once) the
+	 * first ID_COLUMNS lock files only; making a file is the dear part of
+	 * taking a block where /run is ext4 without a journal (about 10% of
+	 * the launch rate when every launch made one: docs/perf-log.md,
+	 * "Sandboxes that cannot starve each other"). */
+	levels = (n + ID_COLUMNS - 1) / ID_COLUMNS;
+	first = (uint32_t)getpid() % (n < ID_COLUMNS ? n : ID_COLUMNS);
+	for (uint32_t c = 0; c < ID_COLUMNS && c < n; c++) {
+		for (uint32_t l = 0; l < levels; l++) {
+			uint32_t i = (first + c) % (n < ID_COLUMNS ? n : ID_COLUMNS) + l * ID_COLUMNS;
+			char lock[32];
+			int fd;
+
+			if (i >= n)
+				break;
+			snprintf(lock, sizeof(lock), "%u.lock", (unsigned)i);
+			fd = lock_file_at(dfd, lock, true);
+			if (fd == -EBUSY || fd == -EAGAIN)
+				continue;
+			if (fd < 0)
+				return log_errno(fd, "ids: '%s/%s'", ID_DIR, lock);
+			s->lock_fd = fd;
+			s->uid_base = ustart + i * SANDBOX_ID_RANGE;
+			s->gid_base = gstart + i * SANDBOX_ID_RANGE;
+			return 0;
+		}
+	}
+	return log_error(-EBUSY, "ids: all %u id ranges of '%s' are in use (/etc/subuid, "
+	                 "/etc/subgid)", (unsigned)n, ID_USER);
+}
+
+bool id_slot_node_owned(uid_t uid)
+{
+	uint32_t start, count;
+
+	id_range("/etc/subuid", &start, &count);
+	return uid >= start && uid - start < count;
+}
+
+void id_slot_release(struct id_slot *s)
+{
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	*s = (struct id_slot)ID_SLOT_INIT;
+}

@@ -58,7 +58,10 @@ struct sandbox {
 	char *workdir;
 	uid_t uid;              /* inside the sandbox */
 	gid_t gid;
-	uint32_t uid_base;      /* host id that inside id 0 maps to */
+	bool ids_auto;          /* take the ids from the node's ranges (id_slot_take) */
+	uint32_t uid_base;      /* host uid that inside id 0 maps to, unless ids_auto */
+	uint32_t gid_base;      /* host gid that inside gid 0 maps to, unless ids_auto */
+	uint32_t ptys;          /* the sandbox's devpts instance holds at most this many */
 	uint64_t tmpfs_size;     /* also bounds /dev/shm, a directory on the same tmpfs */
 	uint64_t memory;        /* bytes; 0 = no limit */
 	uint64_t pids;          /* 0 = no limit */
@@ -219,6 +222,27 @@ void launch_record_close(struct launch_record *rec, bool remove);
  * otherwise): the start of every run calls it. */
 void sandbox_gc_maybe(const struct sandbox_node *n);
 
+/* ---- host id ranges (pool.c) --------------------------------------------- */
+
+/* The host ids a sandbox's ids 0..65535 map to: a range of its own while it
+ * runs, locked in /run/lazyroot/ids, so that the kernel's per-user budgets
+ * (charged to host uids and to the owner of the sandbox's user namespace)
+ * are its own.  sandbox/POLICY.md, "Host ids", says where the ranges come
+ * from. */
+struct id_slot {
+	int lock_fd;            /* -1: the policy's fixed uid_base, nothing held */
+	uint32_t uid_base, gid_base;
+};
+#define ID_SLOT_INIT { -1, 0, 0 }
+/* Take a free range of the node's (policy ids_auto), or use the policy's
+ * fixed one.  -EBUSY (logged) when every range is in use; -errno. */
+int id_slot_take(const struct sandbox *sb, struct id_slot *s);
+/* Once every process of the sandbox is gone.  Safe on an untaken slot. */
+void id_slot_release(struct id_slot *s);
+/* Is uid one of the node's sandbox ranges (a host file owned by it belongs
+ * to some sandbox, maybe a running one)? */
+bool id_slot_node_owned(uid_t uid);
+
 /* ---- the network namespace pool (pool.c) -------------------------------- */
 
 /* A pooled network namespace held by one launcher. */
@@ -311,6 +335,9 @@ const struct sandbox_stage *policy_start_stage(const struct sandbox *sb);
 int caps_drop_bounding(void);
 /* Empty the inheritable, permitted and effective sets. */
 int caps_drop_all(void);
+/* Copy the permitted set into the effective set (after a change of the
+ * effective uid from 0 cleared it). */
+int caps_raise_effective(void);
 
 /* ---- network allowlist and stages (netpolicy.c) ------------------------ */
 

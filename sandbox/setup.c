@@ -20,7 +20,7 @@
  *   root/dev         the tmpfs's dev/, bound, read-only once filled: null,
  *                    zero, full, random, urandom and tty bound from the host
  *                    (mknod is not allowed in a user namespace), a new devpts
- *                    instance, shm (the tmpfs's shm/, bound, writable), and
+ *                    instance of at most `ptys` ptys, shm (the tmpfs's shm/, bound, writable), and
  *                    the fd, stdin, stdout, stderr and ptmx links
  *   binds            the launcher's idmapped mount trees, moved onto
  *                    targets resolved inside the new root (a symlink in the
@@ -172,7 +172,7 @@ static int setup_proc(void)
 	return r;
 }
 
-static int setup_dev(void)
+static int setup_dev(const struct sandbox *sb)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
@@ -180,7 +180,7 @@ static int setup_dev(void)
 		{ "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
 		{ "pts/ptmx", "ptmx" },
 	};
-	char src[64], dst[128];
+	char src[64], dst[128], opts[96];
 	int r;
 
 	r = bind_dir(BASE "/dev", ROOT "/dev", false);
@@ -202,9 +202,13 @@ static int setup_dev(void)
 	}
 	if (r == 0)
 		r = make_dir(ROOT "/dev/pts", 0755);
+	/* The node's ptys are one pool (kernel.pty.max, less kernel.pty.reserve
+	 * kept for the host's own devpts): max= keeps one sandbox from taking
+	 * the others' share. */
+	snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=5,max=%u",
+	         (unsigned)sb->ptys);
 	if (r == 0)
-		r = do_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-		             "newinstance,ptmxmode=0666,mode=0620,gid=5");
+		r = do_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts);
 	if (r == 0)
 		r = bind_dir(BASE "/shm", ROOT "/dev/shm", false);
 	if (r == 0)
@@ -299,7 +303,7 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 		r = bind_dir(BASE "/sys", ROOT "/sys", true);
 	}
 	if (r == 0)
-		r = setup_dev();
+		r = setup_dev(sb);
 	if (r == 0)
 		r = setup_binds(sb, bind_fds);
 	if (r < 0)

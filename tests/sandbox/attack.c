@@ -408,6 +408,155 @@ static void attack_fill(const char *path)
 	expect_errno(fd < 0 ? -1 : n, ENOSPC, "filling the disk ends in ENOSPC");
 }
 
+/* ---- shared budgets: per-user kernel limits ------------------------------ */
+
+/* Take one of KIND; 0 or -errno.  *fds gets the descriptors that hold it. */
+static int budget_take(const char *kind, int fds[2])
+{
+	fds[0] = fds[1] = -1;
+	if (!strcmp(kind, "inotify")) {
+		fds[0] = (int)syscall(SYS_inotify_init1, O_CLOEXEC);
+		return fds[0] < 0 ? -errno : 0;
+	}
+	if (!strcmp(kind, "ptys")) {
+		fds[0] = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		return fds[0] < 0 ? -errno : 0;
+	}
+	if (!strcmp(kind, "pipes")) {
+		/* A pipe of 1 MiB: refused (EPERM) once the user's pipe pages are
+		 * past fs.pipe-user-pages-soft, when new pipes also shrink. */
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			return -errno;
+		if (fcntl(fds[0], F_GETPIPE_SZ) < 65536)
+			return -ENOBUFS;
+		return fcntl(fds[0], F_SETPIPE_SZ, 1 << 20) < 0 ? -errno : 0;
+	}
+	if (!strcmp(kind, "inflight")) {
+		/* A socket pair with 253 descriptors in flight, never received:
+		 * the kernel counts them against the sending user until
+		 * RLIMIT_NOFILE, then refuses with ETOOMANYREFS. */
+		char byte = 'x', ctl[CMSG_SPACE(253 * sizeof(int))];
+		struct iovec iov = { &byte, 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+		                     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		int *p = (int *)CMSG_DATA(c);
+
+		if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, fds) < 0)
+			return -errno;
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(253 * sizeof(int));
+		for (int i = 0; i < 253; i++)
+			p[i] = fds[0];
+		return sendmsg(fds[1], &mh, 0) < 0 ? -errno : 0;
+	}
+	return -EINVAL;
+}
+
+/* Exhaust KIND, report how many it took and why it stopped, say "held",
+ * and hold everything until stdin ends. */
+static void attack_hog(const char *kind)
+{
+	char line[64];
+	int fds[2], n = 0, r;
+
+	while ((r = budget_take(kind, fds)) == 0 && n < 100000)
+		n++;
+	printf("took %d %s (%s)\n", n, kind, r ? strerror(-r) : "stopped");
+	printf("held\n");
+	result(n > 0 && r < 0, "exhausted the budget", -r);
+	while (fgets(line, sizeof(line), stdin))
+		;
+}
+
+/* KIND must still be there for this sandbox. */
+static void attack_budget(const char *kind)
+{
+	int fds[2], r = budget_take(kind, fds);
+	char what[64];
+
+	snprintf(what, sizeof(what), "one more %s", kind);
+	result(r == 0, what, -r);
+}
+
+/* ---- the launcher's terminal -------------------------------------------- */
+
+/* No descriptor of the sandbox is a terminal of the host, and /dev/tty
+ * (the controlling terminal) cannot be opened: nothing can be written to
+ * the operator's screen past the output pipes, nor its settings or window
+ * size changed. */
+static void attack_tty(void)
+{
+	struct winsize ws = { .ws_row = 3, .ws_col = 7 };
+	char what[64];
+
+	for (int fd = 0; fd < 3; fd++) {
+		snprintf(what, sizeof(what), "fd %d is no terminal (TIOCGWINSZ)", fd);
+		expect_errno(ioctl(fd, TIOCGWINSZ, &ws), ENOTTY, what);
+		snprintf(what, sizeof(what), "fd %d takes no window size (TIOCSWINSZ)", fd);
+		expect_fail(ioctl(fd, TIOCSWINSZ, &ws), what);
+	}
+	expect_fail(open("/dev/tty", O_RDWR | O_NOCTTY), "open /dev/tty");
+	result(write(0, "x", 1) < 0, "write to stdin", errno);
+}
+
+/* ---- what a writable bind keeps ------------------------------------------ */
+
+/* In DIR (a writable bind), leave what could hurt whoever uses it next: a
+ * setuid and a setgid executable, a setgid directory, files handed to host
+ * root and to ids the sandbox does not have, a FIFO and a symlink to
+ * /etc/shadow named like a result, a device node.  Each attempt prints what
+ * it did; the test checks the host's side afterwards. */
+static void attack_bind_leave(const char *dir)
+{
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/suid", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 04755);
+	if (fd >= 0) {
+		(void)!write(fd, "#!/bin/sh\nid\n", 14);
+		fchmod(fd, 06755);
+		close(fd);
+	}
+	printf("suid: %s\n", fd >= 0 ? "made" : strerror(errno));
+	result(chown(p, 0, 0) == 0, "chown to root inside (own range)", errno);
+	chmod(p, 06755);
+	snprintf(p, sizeof(p), "%s/sgid-dir", dir);
+	mkdir(p, 02777);
+	chmod(p, 02777);
+	snprintf(p, sizeof(p), "%s/sgid-dir/inner", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 02755);
+	if (fd >= 0)
+		close(fd);
+	snprintf(p, sizeof(p), "%s/nobody", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0)
+		close(fd);
+	/* 65534 inside is still the sandbox's range on the host. */
+	expect_fail(chown(p, 70000, 70000), "chown to an id not mapped inside");
+	snprintf(p, sizeof(p), "%s/result.fifo", dir);
+	printf("fifo: %s\n", mkfifo(p, 0666) == 0 ? "made" : strerror(errno));
+	snprintf(p, sizeof(p), "%s/result.json", dir);
+	printf("symlink: %s\n", symlink("/etc/shadow", p) == 0 ? "made" : strerror(errno));
+	snprintf(p, sizeof(p), "%s/null", dir);
+	expect_fail(mknod(p, S_IFCHR | 0666, makedev(1, 3)), "mknod a device");
+	/* Deeper than the launcher walks: it must close the way down instead. */
+	snprintf(p, sizeof(p), "%s/deep", dir);
+	if (mkdir(p, 0755) == 0 && chdir(p) == 0) {
+		for (int i = 0; i < 200; i++)
+			if (mkdir("d", 0755) < 0 || chdir("d") < 0)
+				break;
+		fd = open("suid", O_WRONLY | O_CREAT | O_TRUNC, 04755);
+		if (fd >= 0) {
+			fchmod(fd, 04755);
+			close(fd);
+		}
+		printf("deep suid: %s\n", fd >= 0 ? "made" : strerror(errno));
+	}
+}
+
 /* ---- Landlock: writes outside the writable paths, hidden paths ------------ */
 
 /* Each PATH must refuse every kind of write with EACCES: create, truncate,
@@ -780,6 +929,14 @@ int main(int argc, char **argv)
 		attack_reach(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "fill") && argc == 4)
 		attack_fill(argv[3]);
+	else if (!strcmp(argv[2], "hog") && argc == 4)
+		attack_hog(argv[3]);
+	else if (!strcmp(argv[2], "budget") && argc == 4)
+		attack_budget(argv[3]);
+	else if (!strcmp(argv[2], "tty"))
+		attack_tty();
+	else if (!strcmp(argv[2], "bind-leave") && argc == 4)
+		attack_bind_leave(argv[3]);
 	else {
 		fprintf(stderr, "attack: unknown attack '%s'\n", argv[2]);
 		return 2;

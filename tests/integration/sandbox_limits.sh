@@ -55,7 +55,7 @@ check test "$(df --output=avail -B1M / | tail -n 1)" -gt 64
 # are not in it): that timer alone made 30 wakeups, the once-a-second read makes 3.
 in_range() {
 	[ -n "$(ps -e -o uid=,stat= | awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) \
-		'$1 >= lo && $1 < hi && $2 !~ /^Z/')" ]
+		'{ u = $1 < 0 ? $1 + 4294967296 : $1 } u >= lo && u < hi && $2 !~ /^Z/')" ]
 }
 wakeups() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 SB_EXEC=1 sb_run --name "$SB_NAME-idle" -- sleep 10 &

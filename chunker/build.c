@@ -620,7 +620,7 @@ int build_new(const struct build_params *p, struct store *store, struct build **
 	}
 	/* the lease comes before any dedup check: a collector that moves a chunk
 	 * this build then finds present sees the lease, and waits for it */
-	r = store_lease_take(store_url(store), "build", 0, &b->lease);
+	r = store_lease_take(store, "build", 0, &b->lease);
 	if (r < 0) {
 		build_free(b);
 		return r;

@@ -118,6 +118,27 @@ struct oci_source {
 int oci_apply_doc(struct build *b, const struct oci_source *src, const char *platform,
                   const char *mt, const struct buf *doc);
 
+/* ---- registries (registry.c): the parsers of outside input --------------- */
+
+/* An image reference, docker://HOST[:PORT]/NAME[:TAG|@sha256:DIGEST] or
+ * oci://…; a HOST without '.' or ':' (and not localhost) is a Docker Hub name
+ * (registry-1.docker.io, library/ added to a one-part NAME), as docker reads
+ * it.  NAME is lower-case [a-z0-9._-] parts joined by single '/'; TAG is
+ * [A-Za-z0-9._-]{1,128}, latest when absent.  0, or -EINVAL (not logged). */
+struct registry_ref {
+	char host[256];         /* host[:port] */
+	char repo[256];
+	char reference[160];    /* the tag, or sha256:<64 lower-case hex> */
+	bool by_digest;
+};
+int registry_parse_ref(const char *ref, struct registry_ref *ret);
+
+/* The value of parameter key (case-insensitive) in a WWW-Authenticate
+ * challenge's list after its scheme (key="value", key=token, …; quoted
+ * values unescaped), into out (len bytes, NUL-terminated, cut to fit);
+ * false when the list lacks it. */
+bool registry_challenge_param(const char *s, const char *key, char *out, size_t len);
+
 /* The OCI walker over the layout at dirfd (borrowed); name is used in
  * messages.  platform may be NULL (see source_oci). */
 int oci_build(struct build *b, int dirfd, const char *name, const char *platform);

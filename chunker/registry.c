@@ -93,10 +93,7 @@ struct reg {
 	const char *ref;                /* as given, for messages */
 	const struct registry_params *p;
 	char origin[320];               /* scheme://host[:port] */
-	char host[256];                 /* host[:port] */
-	char repo[256];
-	char reference[160];            /* a tag or sha256:<hex> */
-	bool by_digest;
+	struct registry_ref r;
 	char *user, *pass;              /* credentials, or NULL */
 	char *authz;                    /* "Authorization: …" for the origin, or NULL */
 	bool authz_basic;
@@ -206,15 +203,17 @@ static bool is_loopback(const char *host)
 	       strncmp(host, "127.", 4) == 0 || strncmp(host, "[::1]", 5) == 0;
 }
 
-/* docker://HOST[:PORT]/NAME[:TAG|@DIGEST]; a first component without '.' or
- * ':' (and not localhost) is a Docker Hub name, as docker reads it. */
-static int parse_ref(struct reg *g)
+int registry_parse_ref(const char *ref, struct registry_ref *g)
 {
-	const char *s = g->ref + (strncmp(g->ref, "oci://", 6) == 0 ? 6 : 9);
-	const char *slash = strchr(s, '/'), *at, *name, *colon;
+	const char *s, *slash, *at, *name, *colon;
 	size_t hlen, nlen, i;
 	bool hub;
 
+	memset(g, 0, sizeof(*g));
+	if (!source_is_registry(ref))
+		return -EINVAL;
+	s = ref + (strncmp(ref, "oci://", 6) == 0 ? 6 : 9);
+	slash = strchr(s, '/');
 	hub = !slash || (memchr(s, '.', (size_t)(slash - s)) == NULL &&
 	                 memchr(s, ':', (size_t)(slash - s)) == NULL &&
 	                 strncmp(s, "localhost/", 10) != 0);
@@ -270,12 +269,9 @@ static int parse_ref(struct reg *g)
 			goto bad;
 	snprintf(g->repo, sizeof(g->repo), "%s%.*s",
 	         hub && !memchr(name, '/', nlen) ? "library/" : "", (int)nlen, name);
-	snprintf(g->origin, sizeof(g->origin), "%s://%s",
-	         g->p->plain_http || is_loopback(g->host) ? "http" : "https", g->host);
 	return 0;
 bad:
-	return log_error(-EINVAL, "%s: not an image reference "
-	                 "(docker://HOST[:PORT]/NAME[:TAG|@sha256:DIGEST])", g->ref);
+	return -EINVAL;
 }
 
 /* ---- credentials ------------------------------------------------------------------- */
@@ -304,11 +300,11 @@ static bool auths_key_matches(const struct reg *g, const char *key)
 	else if (strncmp(key, "http://", 7) == 0)
 		key += 7;
 	n = strcspn(key, "/");
-	if (strcmp(g->host, "registry-1.docker.io") == 0)
+	if (strcmp(g->r.host, "registry-1.docker.io") == 0)
 		return (n == 15 && strncmp(key, "index.docker.io", n) == 0) ||
 		       (n == 9 && strncmp(key, "docker.io", n) == 0) ||
 		       (n == 20 && strncmp(key, "registry-1.docker.io", n) == 0);
-	return n == strlen(g->host) && strncmp(key, g->host, n) == 0;
+	return n == strlen(g->r.host) && strncmp(key, g->r.host, n) == 0;
 }
 
 /* Credentials for our host from docker's config.json, when it has them. */
@@ -797,7 +793,7 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 
 /* The value of parameter key in a challenge's list (key="value", …), into
  * out; false when absent. */
-static bool challenge_param(const char *s, const char *key, char *out, size_t len)
+bool registry_challenge_param(const char *s, const char *key, char *out, size_t len)
 {
 	size_t klen = strlen(key);
 
@@ -873,14 +869,14 @@ static int bearer(struct reg *g, const char *challenge, const char *what)
 	const char *tok;
 	int r;
 
-	if (!challenge_param(challenge, "realm", realm, sizeof(realm)) || !realm[0])
+	if (!registry_challenge_param(challenge, "realm", realm, sizeof(realm)) || !realm[0])
 		return log_error(-EBADMSG, "%s: %s: Bearer challenge without a realm", g->ref, what);
 	if (strncmp(realm, "http://", 7) != 0 && strncmp(realm, "https://", 8) != 0)
 		return log_error(-EBADMSG, "%s: %s: token realm '%.200s' is not an http(s) URL",
 		                 g->ref, what, realm);
-	challenge_param(challenge, "service", service, sizeof(service));
-	if (!challenge_param(challenge, "scope", scope, sizeof(scope)))
-		snprintf(scope, sizeof(scope), "repository:%s:pull", g->repo);
+	registry_challenge_param(challenge, "service", service, sizeof(service));
+	if (!registry_challenge_param(challenge, "scope", scope, sizeof(scope)))
+		snprintf(scope, sizeof(scope), "repository:%s:pull", g->r.repo);
 	if (url_encode(service, "-_.~", enc_service, sizeof(enc_service)) < 0 ||
 	    url_encode(scope, "-_.~", enc_scope, sizeof(enc_scope)) < 0)
 		return log_error(-ENAMETOOLONG, "%s: %s: challenge too long", g->ref, what);
@@ -965,7 +961,7 @@ static int reg_read_doc(void *ctx, bool manifest, const char *hex, uint64_t size
 	struct sha256 h;
 	int r;
 
-	snprintf(path, sizeof(path), "/v2/%s/%s/sha256:%s", g->repo,
+	snprintf(path, sizeof(path), "/v2/%s/%s/sha256:%s", g->r.repo,
 	         manifest ? "manifests" : "blobs", hex);
 	r = reg_get(g, path, manifest ? ACCEPT_MANIFESTS : NULL, what, false, (size_t)size);
 	if (r < 0)
@@ -1100,7 +1096,7 @@ static int reg_apply_layer(void *ctx, struct build *b, const char *hex, uint64_t
 	uint64_t raw = 0;
 	int r;
 
-	snprintf(path, sizeof(path), "/v2/%s/blobs/sha256:%s", g->repo, hex);
+	snprintf(path, sizeof(path), "/v2/%s/blobs/sha256:%s", g->r.repo, hex);
 	snprintf(name, sizeof(name), "%s: %s sha256:%.12s", g->ref, what, hex);
 	sha256_init(&s.h);
 	r = reg_get(g, path, NULL, what, true, 0);
@@ -1139,14 +1135,14 @@ static int fetch_top(struct reg *g, struct buf *ret, char *mt, size_t mtlen)
 	char got[SHA256_HEX_SIZE];
 	int r;
 
-	snprintf(path, sizeof(path), "/v2/%s/manifests/%s", g->repo, g->reference);
+	snprintf(path, sizeof(path), "/v2/%s/manifests/%s", g->r.repo, g->r.reference);
 	r = reg_get(g, path, ACCEPT_MANIFESTS, "manifest", false, REG_JSON_MAX);
 	if (r < 0)
 		return r;
 	sha256(g->x.data.data, g->x.data.len, d);
 	hex_encode(d, sizeof(d), got);
-	if (g->by_digest)
-		want = g->reference;
+	if (g->r.by_digest)
+		want = g->r.reference;
 	else if (strncmp(g->x.digest, "sha256:", 7) == 0)
 		want = g->x.digest;
 	if (want && strcmp(want + 7, got) != 0)
@@ -1181,9 +1177,12 @@ int source_registry(struct build *b, const char *ref, const struct registry_para
 	};
 	int r;
 
-	r = parse_ref(&g);
+	r = registry_parse_ref(ref, &g.r);
 	if (r < 0)
-		return r;
+		return log_error(r, "%s: not an image reference "
+		                 "(docker://HOST[:PORT]/NAME[:TAG|@sha256:DIGEST])", ref);
+	snprintf(g.origin, sizeof(g.origin), "%s://%s",
+	         p->plain_http || is_loopback(g.r.host) ? "http" : "https", g.r.host);
 	if (p->creds)
 		r = set_creds(&g, p->creds, strlen(p->creds), "--creds");
 	else if (p->docker_config)

@@ -2,24 +2,26 @@
 # tests/integration/man_pages.sh checks that every option of every `--help` is listed here.
 
 _lazyroot_opts() {  # CMD SUB -> the options of that command
-	local store='--store --s3-endpoint' cache='--cache'
+	local store='--store --s3-endpoint' cache='--cache' config='--config'
 	case $1 in
-	build) echo "$store --tag --platform --config --min-size --avg-size --max-size --level --threads --pack --json --no-progress --help" ;;
-	image) echo "$store --json --help" ;;
-	mount) echo "$store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --foreground --debug --help" ;;
-	umount) echo "$cache --help" ;;
+	build) echo "$store --tag --platform --creds --plain-http --config --min-size --avg-size --max-size --level --threads --pack --json --no-progress --help" ;;
+	image) echo "$store $config --from --to --json --help" ;;
+	mount) echo "$config $store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --foreground --debug --help" ;;
+	umount) echo "$config $cache --help" ;;
 	cache)
 		case $2 in
-		stats) echo "$cache --json --prometheus --help" ;;
-		prefetch) echo "--profiled --no-profile --decode $store $cache --cache-size --fetch-timeout --json --no-progress --help" ;;
-		verify) echo "$cache --json --help" ;;
-		trim) echo "--to $cache --json --help" ;;
+		stats) echo "$config $cache --json --prometheus --help" ;;
+		prefetch) echo "--profiled --no-profile --decode $config $store $cache --cache-size --fetch-timeout --json --no-progress --help" ;;
+		verify) echo "$config $cache --json --help" ;;
+		trim) echo "--to $config $cache --json --help" ;;
 		*) echo "--help" ;;
 		esac ;;
-	run) echo "$store $cache --images --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --help" ;;
+	run) echo "$config $store $cache --images --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --help" ;;
 	policy) echo "--stage --json --help" ;;
-	profile) echo "$store --s3-endpoint --json --help" ;;
-	gc) echo "--pool --json --help" ;;
+	profile) echo "$config $store --json --help" ;;
+	gc) echo "$config --pool --json --help" ;;
+	store) echo "--grace --dry-run --wait --lease-ttl --data $store --json --help" ;;
+	config) echo "--config --defaults --help" ;;
 	node)
 		case $2 in
 		status) echo "--json --help" ;;
@@ -54,11 +56,11 @@ _lazyroot() {
 	--tag|--platform|--min-size|--avg-size|--max-size|--level|--threads|--cache-size|--cache-memory|\
 	--readahead|--fetch-timeout|--set|--env|--workdir|--user|--bind|--hostname|--name|--memory|\
 	--pids|--cpus|--nofile|--tmpfs-size|--timeout|--output-limit|--allow|--stage|--to|--store|\
-	--s3-endpoint|--socket|--metrics)
+	--s3-endpoint|--socket|--metrics|--from|--to|--grace|--lease-ttl|--data|--creds)
 		return 0 ;;
 	esac
 	if [ -z "$cmd" ]; then
-		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile gc node --help" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile store gc config node --help" -- "$cur")
 		return 0
 	fi
 	if [[ $cur == -* ]]; then
@@ -67,7 +69,8 @@ _lazyroot() {
 	fi
 	if [ -z "$sub" ]; then
 		case $cmd in
-		image) mapfile -t COMPREPLY < <(compgen -W "ls inspect extract pack" -- "$cur"); return 0 ;;
+		image) mapfile -t COMPREPLY < <(compgen -W "ls inspect extract pack rm copy" -- "$cur"); return 0 ;;
+		store) mapfile -t COMPREPLY < <(compgen -W "gc verify" -- "$cur"); return 0 ;;
 		cache) mapfile -t COMPREPLY < <(compgen -W "stats prefetch verify trim" -- "$cur"); return 0 ;;
 		profile) mapfile -t COMPREPLY < <(compgen -W "merge push show" -- "$cur"); return 0 ;;
 		node) mapfile -t COMPREPLY < <(compgen -W "status stop upgrade" -- "$cur"); return 0 ;;

@@ -204,7 +204,7 @@ void node_config_init(struct node_config *c)
 		.cache_decoders = NODE_DECODERS_AUTO,
 		.readahead = NODE_DEFAULT_READAHEAD,
 		.passthrough = true,
-		.cpu_latency = true,
+		.cpu_latency = false,   /* no gain on a loaded node: docs/settings.md */
 		.cpu_latency_hold_ms = NODE_DEFAULT_CPU_LATENCY_HOLD_MS,
 		.profile = true,
 		.profile_window = NODE_DEFAULT_PROFILE_WINDOW,

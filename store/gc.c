@@ -543,7 +543,7 @@ int store_gc(struct store *s, const struct store_gc_params *p, struct store_gc_r
 		ret->seconds = (double)(now_ns() - start) / 1e9;
 		return r;
 	}
-	r = store_lease_take(store_url(s), "gc", p->lease_ttl, &g.lease);
+	r = store_lease_take(s, "gc", p->lease_ttl, &g.lease);
 	if (r < 0)
 		return r;
 	ret->operations++;

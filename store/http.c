@@ -687,6 +687,11 @@ static void scan_complete(struct xfer *x, int64_t res)
 		e = NULL;
 		n = 0;
 	}
+	/* names not taken (none in practice) go now: xfer_free stops at a NULL */
+	for (size_t i = 0; i < x->nnames; i++) {
+		free(x->names[i]);
+		x->names[i] = NULL;
+	}
 	x->scan_cb(x->ud, res, e, n);
 }
 

@@ -106,12 +106,13 @@ static void lease_free(struct store_lease *l)
 	free(l);
 }
 
-int store_lease_take(const char *url, const char *kind, unsigned ttl, struct store_lease **ret)
+int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
+                     struct store_lease **ret)
 {
 	struct store_lease *l = calloc(1, sizeof(*l));
 	uint8_t rnd[8];
 	char hex[17], host[64] = "";
-	_cleanup_free_ char *first = NULL;
+	const char *url = store_url(s);
 	int r;
 
 	if (!l)
@@ -119,9 +120,8 @@ int store_lease_take(const char *url, const char *kind, unsigned ttl, struct sto
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	l->ttl = ttl ? ttl : STORE_LEASE_TTL_DEFAULT;
-	/* builds push to the first of a list of mirrors: the lease goes there too */
-	first = strndup(url, strcspn(url, ","));
-	r = first ? store_open(first, &l->s) : -ENOMEM;
+	/* a list of mirrors puts and deletes at its first: the lease goes there too */
+	r = store_reopen(s, &l->s);
 	if (r < 0) {
 		lease_free(l);
 		return r;
@@ -140,7 +140,9 @@ int store_lease_take(const char *url, const char *kind, unsigned ttl, struct sto
 		lease_free(l);
 		return -ENOMEM;
 	}
-	r = store_put_new_sync(l->s, l->key, l->body, strlen(l->body));
+	/* a plain PUT: the random name is the lease's own, and a store whose
+	 * server cannot MOVE (nginx with dav_methods PUT alone) still takes builds */
+	r = store_put_sync(l->s, l->key, l->body, strlen(l->body));
 	if (r < 0) {
 		log_errno(r, "store '%s': writing lease %s", url, l->key);
 		lease_free(l);
@@ -195,9 +197,11 @@ void store_lease_end(struct store_lease *l)
 		pthread_mutex_unlock(&l->lock);
 		pthread_join(l->thread, NULL);
 	}
+	/* quietly: a lease that stays lapses after ttl, and a store that cannot
+	 * delete cannot be collected either */
 	r = store_delete_sync(l->s, l->key);
 	if (r < 0 && r != -ENOENT)
-		log_msg(LOG_WARN, "store '%s': deleting lease %s: %s (it lapses in %us)",
+		log_msg(LOG_INFO, "store '%s': deleting lease %s: %s (it lapses in %us)",
 		        store_url(l->s), l->key, strerror(-r), l->ttl);
 	lease_free(l);
 }

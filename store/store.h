@@ -24,7 +24,8 @@
  *   BASE/profiles/<hex>
  * get is a GET (with Range when a part is asked for), head a HEAD (size from
  * Content-Length), put a PUT; list reads directory listings in nginx's
- * `autoindex on; autoindex_format json;` form (only tags are ever listed).
+ * `autoindex on; autoindex_format json;` form (image ls lists tags/; store gc
+ * and verify list every area, and gc also needs `dav_methods PUT DELETE MOVE`).
  * 404 and 410 are -ENOENT; other 4xx fail at once (401/403 -EACCES, the rest
  * -EPROTO); connection failures, resets, timeouts, short bodies, 408, 429 and
  * 5xx are retried with exponential backoff and jitter (50 ms doubling up to
@@ -328,9 +329,11 @@ int store_parse_time(const char *s, size_t len, int64_t *ret);
  */
 #define STORE_LEASE_TTL_DEFAULT 300
 struct store_lease;
-/* Write a new lease of kind ("build", "copy", "gc") in the store at url (the
- * first mirror of a list) and start renewing it.  Logs its errors. */
-int store_lease_take(const char *url, const char *kind, unsigned ttl, struct store_lease **ret);
+/* Write a new lease of kind ("build", "copy", "gc") in store s (the first
+ * mirror of a list) and start renewing it, through a handle of its own
+ * (store_reopen: s may be used on meanwhile).  Logs its errors. */
+int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
+                     struct store_lease **ret);
 /* Renew now and check the lease is live: 0, or -ETIMEDOUT (logged) when it may
  * have lapsed. */
 int store_lease_check(struct store_lease *l);

@@ -660,7 +660,7 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 	if (r < 0)
 		goto out;
 	/* the lease before the first dedup check (store/GC.md) */
-	r = store_lease_take(to, "copy", 0, &lease);
+	r = store_lease_take(dst, "copy", 0, &lease);
 	if (r < 0)
 		goto out;
 	r = store_copy_objects(src, dst, keys, n, &p, &rep);

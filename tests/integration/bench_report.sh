@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/README.md is generated: rendering bench/results/*.jsonl with bench/report gives it byte
-# for byte, so a hand edit of the page (or a summary committed without the page) fails here.
+# for byte, and the table in README.md between its markers is `bench/report --brief`, so a hand
+# edit of either (or a summary committed without them) fails here.
 # Also: a summary written through bench/lib/summary.sh renders, with its ratio and goal verdicts
 # computed from its figures; a --smoke run's summary is refused unless --smoke-ok; bad input
 # gets a one-line error naming the file, and nothing is written.
@@ -10,6 +11,11 @@ workdir
 
 check "$REPO/bench/report" -o "$WORK/README.md"
 check cmp "$REPO/bench/README.md" "$WORK/README.md"
+"$REPO/bench/report" --brief >"$WORK/brief"
+sed -n '/^<!-- begin: bench\/report --brief -->$/,/^<!-- end: bench\/report --brief -->$/p' "$REPO/README.md" |
+	sed '1d;$d' >"$WORK/readme-brief"
+check test -s "$WORK/readme-brief"
+check cmp "$WORK/brief" "$WORK/readme-brief"
 
 # A summary as a benchmark writes it.
 mkdir "$WORK/r"

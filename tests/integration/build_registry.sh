@@ -1,7 +1,8 @@
 #!/bin/bash
 # `lazyroot build docker://…` against a real registry: Debian's docker-registry (distribution
 # 2.8) on 127.0.0.1 with htpasswd basic auth, seeded by skopeo with the four-layer umoci image
-# of tests/lib/oci.sh and with a two-platform image index.  Each pulled image is extracted and
+# of tests/lib/oci.sh (gzip layers) and with a two-platform image index, and by the registry's
+# upload protocol with the same image in zstd and in uncompressed layers.  Each pulled image is extracted and
 # compared exactly with the tree umoci unpacks.  Credentials come from --creds or from docker's
 # config.json ($DOCKER_CONFIG, else ~/.docker).  Then the bad inputs, each a one-line error
 # naming the input with no tag written: no or wrong credentials (401), an unknown tag (404), a
@@ -12,7 +13,7 @@
 . "$REPO/tests/lib/nginx.sh"
 . "$REPO/tests/lib/registry.sh"
 need_root
-need_cmd umoci skopeo python3 docker-registry htpasswd curl
+need_cmd umoci skopeo python3 docker-registry htpasswd curl zstd
 workdir
 store=dir:$WORK/store
 data=$WORK/registry
@@ -57,10 +58,52 @@ inner["annotations"] = {"org.opencontainers.image.ref.name": "multi"}
 json.dump({"schemaVersion": 2, "manifests": [inner]}, open(os.path.join(dst, "index.json"), "w"))
 PY
 
+# push_variant KIND NAME:TAG: the image with its layers stored zstd-compressed or plain (no
+# compression), pushed with the registry's own upload protocol (POST, then PUT with the digest;
+# skopeo would compress plain layers again)
+push_variant() {
+	python3 - "$layout" "$1" "$REGISTRY" "$2" <<'PY'
+import gzip, hashlib, json, os, subprocess, sys, urllib.request
+layout, kind, registry, ref = sys.argv[1:5]
+name, tag = ref.rsplit(":", 1)
+blobs = os.path.join(layout, "blobs", "sha256")
+def blob(d):
+    return open(os.path.join(blobs, d.split(":")[1]), "rb").read()
+def req(method, url, data=None, ctype=None):
+    r = urllib.request.Request(url, data=data, method=method)
+    if ctype:
+        r.add_header("Content-Type", ctype)
+    return urllib.request.urlopen(r)
+def push(data):
+    d = "sha256:" + hashlib.sha256(data).hexdigest()
+    loc = req("POST", "http://%s/v2/%s/blobs/uploads/" % (registry, name)).headers["Location"]
+    if loc.startswith("/"):
+        loc = "http://" + registry + loc
+    req("PUT", loc + ("&" if "?" in loc else "?") + "digest=" + d, data, "application/octet-stream")
+    return d
+idx = json.load(open(os.path.join(layout, "index.json")))
+m = [m for m in idx["manifests"]
+     if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "test"][0]
+man = json.loads(blob(m["digest"]))
+push(blob(man["config"]["digest"]))
+for l in man["layers"]:
+    raw = gzip.decompress(blob(l["digest"]))
+    if kind == "zstd":
+        raw = subprocess.run(["zstd", "-q", "-c"], input=raw, capture_output=True, check=True).stdout
+    l["mediaType"] = "application/vnd.oci.image.layer.v1.tar" + ("+zstd" if kind == "zstd" else "")
+    l["digest"], l["size"] = push(raw), len(raw)
+man["mediaType"] = "application/vnd.oci.image.manifest.v1+json"
+req("PUT", "http://%s/v2/%s/manifests/%s" % (registry, name, tag), json.dumps(man).encode(),
+    man["mediaType"])
+PY
+}
+
 # Seed without auth, then serve the same data with htpasswd basic auth.
 registry_start "$data" || exit $?
 check registry_seed "oci:$layout:test" lazyroot/test:1
 check registry_seed "oci:$WORK/multi:multi" lazyroot/multi:1
+check push_variant zstd lazyroot/zstd:1
+check push_variant plain lazyroot/plain:1
 registry_stop
 auth=$(htpasswd_auth "$WORK/htpasswd" builder 's3cret pass') || exit $?
 registry_start "$data" "$auth" || exit $?
@@ -89,6 +132,14 @@ docker_config "$WORK/dockercfg" "http://$REGISTRY" builder 's3cret pass'
 docker_config "$HOME/.docker" "$REGISTRY" builder wrong
 check env DOCKER_CONFIG="$WORK/dockercfg" "$LAZYROOT" build "$ref" --store "$store" --tag reg:env --no-progress
 rm -r "$HOME/.docker"
+
+# zstd and uncompressed layers
+for kind in zstd plain; do
+	check "$LAZYROOT" build "docker://$REGISTRY/lazyroot/$kind:1" --creds 'builder:s3cret pass' \
+		--store "$store" --tag "reg:$kind" --no-progress
+	check "$LAZYROOT" image extract "reg:$kind" "$WORK/x-$kind" --store "$store"
+	check compare_trees --no-atime --ignore-root-mtime "$expected" "$WORK/x-$kind"
+done
 
 # by digest: the manifest the tag names
 digest=sha256:$(skopeo inspect --raw --tls-verify=false --creds 'builder:s3cret pass' "$ref" | sha256sum | cut -d' ' -f1)

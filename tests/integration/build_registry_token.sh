@@ -113,3 +113,29 @@ check "$LAZYROOT" build "docker://127.0.0.1:$NGX_PORT/lazyroot/test:1" --creds "
 	--store "$store" --tag tok:proxied --no-progress
 bad_build "unknown media type" "unsupported manifest media type 'application/vnd.example.unknown.v1+json'" \
 	"docker://127.0.0.1:$NGX_PORT/lazyroot/weird:1" --creds "$creds"
+
+# HTTPS: nginx with a certificate made here in front of the registry, reached by a name that
+# is not a loopback literal (this host's name, when it resolves to 127.x), so https:// is
+# used; the CA bundle comes from $CURL_CA_BUNDLE, and without it the certificate is refused.
+host=$(hostname)
+if [[ "$(getent hosts "$host" | awk '{ print $1; exit }')" == 127.* ]]; then
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$host" \
+		-addext "subjectAltName=DNS:$host" -keyout "$WORK/tls.key" -out "$WORK/tls.pem" 2>/dev/null
+	nginx_conf_start "server {
+		listen 127.0.0.1:@PORT@ ssl;
+		ssl_certificate $WORK/tls.pem;
+		ssl_certificate_key $WORK/tls.key;
+		location / {
+			proxy_pass http://$REGISTRY;
+			proxy_set_header Host \$http_host;
+		}
+	}" || exit $?
+	tref=docker://$host:$NGX_PORT/lazyroot/test:1
+	check env CURL_CA_BUNDLE="$WORK/tls.pem" "$LAZYROOT" build "$tref" --creds "$creds" \
+		--store "$store" --tag tok:tls --no-progress
+	check test "$(cat "$WORK/store/tags/tok:tls")" = "$(cat "$WORK/store/tags/tok:1")"
+	check grep -q '^GET /v2/lazyroot/test/manifests/1 HTTP/1.1 200 authorization="Bearer ' "$NGX_DIR/access.log"
+	bad_build "untrusted certificate" "https://$host:$NGX_PORT/v2/" "$tref" --creds "$creds"
+else
+	log "$host does not resolve to a loopback address: HTTPS not tested"
+fi

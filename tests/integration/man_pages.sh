@@ -11,8 +11,8 @@
 #     being built, is checked once the command is there);
 #   - every page renders without a warning from groff, where groff is installed;
 #   - `make install DESTDIR=... PREFIX=...` puts the binary, every page and the completion where
-#     they belong and nothing outside DESTDIR, and the installed completion loads in bash and
-#     completes a command and an option.
+#     they belong (and the node's default settings file) and nothing outside DESTDIR, and the
+#     installed completion loads in bash and completes a command and an option.
 . "$(dirname "$0")/../lib/common.sh"
 workdir
 MAN=$REPO/man
@@ -112,7 +112,8 @@ for page in "$MAN"/*.1; do
 	check cmp "$page" "$dest/opt/lr/share/man/man1/${page##*/}"
 done
 check cmp "$COMP" "$dest/opt/lr/share/bash-completion/completions/lazyroot"
-check test "$(find "$dest" -type f | wc -l)" = $((1 + $(ls "$MAN"/*.1 | wc -l) + 1))
+# besides the node's default settings file (lazyroot-config(1)), nothing else
+check test "$(find "$dest" -type f ! -path "$dest/etc/lazyroot/node.conf" | wc -l)" = $((1 + $(ls "$MAN"/*.1 | wc -l) + 1))
 check_not test -e /opt/lr
 if command -v man >/dev/null; then
 	check grep -q 'lazyroot-run - run a command' <<<"$(MANPATH="$dest/opt/lr/share/man" MANWIDTH=100 man lazyroot-run 2>/dev/null | col -b)"

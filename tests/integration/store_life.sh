@@ -6,9 +6,9 @@
 #     exactly; a second gc finds nothing; --dry-run counts and changes nothing;
 #  2. store verify: ok on a whole store; a deleted chunk and a flipped chunk are each reported
 #     under their tag, with a non-zero exit (the flipped one with --data 100);
-#  3. image copy between backends: into an empty target every chunk is sent, into one that
-#     holds the image's older version only the new chunks (PUTs counted on nginx); the copy
-#     extracts exactly; a target that cannot be written fails with one line and no tag;
+#  3. image copy between backends: into an empty target every chunk is sent (and the image's
+#     access profile goes along), into one that holds the image's older version only the new
+#     chunks (PUTs counted on nginx); the copy extracts exactly; a target that cannot be written fails with one line and no tag;
 #  4. the race: 4 builders push images sharing most of their chunks while a loop of
 #     `store gc --grace 0` runs and a mount reads; afterwards every tag's image extracts
 #     exactly, and after a last collection nothing a tag does not reach is left;
@@ -130,8 +130,17 @@ copy_suite() {  # FROM TO TO-KIND
 	log "=== copy $from -> $to"
 	check "$LAZYROOT" build "$WORK/td" --store "$from" --tag copy:1 --no-progress
 	check "$LAZYROOT" build "$WORK/te" --store "$from" --tag copy:2 --no-progress
+	# an access profile of copy:1 in the source goes along
+	rm -rf "$cache-prof"
+	check "$LAZYROOT" mount copy:1 "$mnt" --store "$from" --cache "$cache-prof" \
+		--record-profile "$WORK/prof"
+	check cmp "$WORK/td/usr/lib/big.so" "$mnt/usr/lib/big.so"
+	unmount_it
+	check "$LAZYROOT" profile push copy:1 "$WORK/prof" --store "$from"
 	out=$("$LAZYROOT" image copy copy:1 --from "$from" --to "$to" --json)
 	log "first copy: $out"
+	check test "$(jget profile <<<"$out")" = True
+	check "$LAZYROOT" profile show copy:1 --store "$to"
 	check test "$(jget present <<<"$out")" = 0
 	check test "$(jget sent <<<"$out")" = "$(jget chunks <<<"$out")"
 	[ "$3" = nginx ] && : >"$NGINX_DIR/access.log"
@@ -294,6 +303,7 @@ run_suite nginx "$NGINX_URL" "$WORK/ngdata"
 copy_suite "dir:$WORK/dirstore" "$NGINX_URL/c" nginx
 aside_suite nginx "$NGINX_URL" put_nginx
 race_suite nginx "$NGINX_URL"
+kill_suite nginx "$NGINX_URL"
 
 # a target that cannot be written: a read-only bind mount
 mkdir -p "$WORK/ro"

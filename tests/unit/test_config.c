@@ -99,6 +99,7 @@ static void test_config__defaults(void **state)
 	assert_int_equal(c.fetch_timeout_ms, STORE_DEFAULT_FETCH_TIMEOUT_MS);
 	assert_int_equal(c.readahead, 4);
 	assert_true(c.passthrough);
+	assert_false(c.cpu_latency);
 	assert_int_equal(c.cpu_latency_hold_ms, 50);
 	assert_true(c.profile);
 	assert_int_equal(c.cache_near_us, CACHE_DEFAULT_NEAR_US);
@@ -133,7 +134,7 @@ static void test_config__file(void **state)
 		"images = /run/lr/images\n"
 		"socket = /run/lr/node.sock\n"
 		"metrics = off\n"
-		"cpu_latency = off\n"
+		"cpu_latency = on\n"
 		"cpu_latency_hold = 2s\n"
 		"passthrough = no\n"
 		"readahead = 0\n"
@@ -155,7 +156,7 @@ static void test_config__file(void **state)
 	assert_string_equal(c.images_dir, "/run/lr/images");
 	assert_string_equal(c.socket_path, "/run/lr/node.sock");
 	assert_null(c.metrics_addr);
-	assert_false(c.cpu_latency);
+	assert_true(c.cpu_latency);
 	assert_int_equal(c.cpu_latency_hold_ms, 2000);
 	assert_false(c.passthrough);
 	assert_int_equal(c.readahead, 0);
@@ -405,7 +406,7 @@ static void test_config__dump_reads_back(void **state)
 	assert_int_equal(node_config_set(&a, "cache_size", "3G", NULL), 0);
 	assert_int_equal(node_config_set(&a, "metrics", "off", NULL), 0);
 	assert_int_equal(node_config_set(&a, "cache_near", "off", NULL), 0);
-	assert_int_equal(node_config_set(&a, "cpu_latency", "off", NULL), 0);
+	assert_int_equal(node_config_set(&a, "cpu_latency", "on", NULL), 0);
 	assert_int_equal(node_config_set(&a, "cache_decoders", "1", NULL), 0);
 	assert_int_equal(node_config_set(&a, "s3_profile", "ci", NULL), 0);
 	for (int commented = 0; commented < 2; commented++) {
@@ -419,7 +420,7 @@ static void test_config__dump_reads_back(void **state)
 		if (commented) {
 			/* nothing set: b is the defaults */
 			assert_string_equal(b.store_url, STORE_DEFAULT_URL);
-			assert_true(b.cpu_latency);
+			assert_false(b.cpu_latency);
 			node_config_destroy(&b);
 			continue;
 		}

@@ -223,7 +223,7 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 	}
 	if (landlock_apply(sb) < 0)
 		_exit(SETUP_FAILED);
-	if (caps_drop_bounding() < 0 || seccomp_install(sb->io_uring) < 0)
+	if (caps_drop_bounding() < 0 || seccomp_install(sb) < 0)
 		_exit(SETUP_FAILED);
 	send_msg(c->sock, MSG_READY, 0);
 	/* /proc/1 is closed to the command (not dumpable) from before it
@@ -603,7 +603,7 @@ static int pump(struct watch *w, struct out_stream *o)
 	ssize_t n;
 
 	if (buf_reserve(&o->pending, OUT_CHUNK) < 0)
-		return 0;
+		return -1;   /* out of memory: the stream ends here (its writers get EPIPE) */
 	n = read(o->in, o->pending.data + o->pending.len, OUT_CHUNK);
 	if (n < 0)
 		return errno == EINTR ? 0 : -1;

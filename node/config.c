@@ -141,6 +141,8 @@ static const struct key keys[] = {
 	/* builds */
 	S("tmp_dir", "TMPDIR", NULL, NULL, T_ABSPATH, tmp_dir, NODE_DEFAULT_TMP_DIR,
 	  "scratch space for builds (a docker archive is unpacked there)"),
+	S("docker_config", "DOCKER_CONFIG", NULL, NULL, T_OPTSTR, docker_config, NULL,
+	  "directory of the config.json whose auths `build docker://…` uses; empty: ~/.docker"),
 };
 
 #define NKEYS ARRAY_SIZE(keys)
@@ -204,7 +206,7 @@ void node_config_init(struct node_config *c)
 		.cache_decoders = NODE_DECODERS_AUTO,
 		.readahead = NODE_DEFAULT_READAHEAD,
 		.passthrough = true,
-		.cpu_latency = true,
+		.cpu_latency = false,   /* no gain on a loaded node: docs/settings.md */
 		.cpu_latency_hold_ms = NODE_DEFAULT_CPU_LATENCY_HOLD_MS,
 		.profile = true,
 		.profile_window = NODE_DEFAULT_PROFILE_WINDOW,

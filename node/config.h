@@ -88,7 +88,7 @@ struct node_config {
 	char *images_dir;              /* where the node's image mounts live */
 	unsigned readahead;            /* chunks fetched ahead of a sequential reader */
 	bool passthrough;              /* FUSE passthrough of wholly cached large files */
-	bool cpu_latency;              /* hold idle CPUs awake while serving (root only) */
+	bool cpu_latency;              /* hold idle CPUs awake while serving (root only; off) */
 	unsigned cpu_latency_hold_ms;  /* ... until this long after the last request */
 	bool profile;                  /* follow the image's access profile from the store */
 	unsigned profile_window;       /* profile chunks fetched ahead of a reader */
@@ -105,6 +105,7 @@ struct node_config {
 
 	/* ---- builds ---- */
 	char *tmp_dir;                 /* scratch space (docker archives are unpacked there) */
+	char *docker_config;           /* registry credentials: DIR/config.json; NULL: ~/.docker */
 };
 
 /* Every setting at its default.  Never fails: the defaults are static

@@ -9,10 +9,11 @@
  * costs about as much again: together about an eighth of a node's CPU per
  * launch of /bin/true (docs/perf-log.md, "Pools of network
  * namespaces and cgroups").  A pooled namespace is made once,
- * by the launcher as root, so the initial user namespace owns it: a sandbox,
+ * with a user namespace of its own that owns it (make_netns): a sandbox,
  * whose own user namespace has no rights over it (and whose capabilities are
  * dropped anyway), can neither change its links, addresses, routes nor its
- * sysctls.  Its loopback is brought up when it is made.
+ * sysctls, and the host's uevents never reach it.  Its loopback is brought up
+ * when it is made.
  *
  * Layout, under $LAZYROOT_POOL_DIR or /run/lazyroot/pool:
  *   net.N       an empty file with the namespace bind-mounted on it (nsfs)
@@ -44,6 +45,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <linux/magic.h>
 #include <dirent.h>
 #include <time.h>
@@ -114,29 +116,64 @@ static int open_netns(int dfd, const char *name)
 	return TAKE_FD(fd);
 }
 
-/* Make a namespace with its loopback up and mount it on dfd/name; the
- * calling thread is back in its own namespace (host_fd) whatever happens.
- * Its fd, or -errno. */
-static int make_netns(const char *dir, int dfd, const char *name, int host_fd)
+/* Make a namespace with its loopback up and mount it on dfd/name; its fd, or
+ * -errno.  A child makes it together with a user namespace of its own, which
+ * then owns it: not the host's, so that the kernel sends it none of the
+ * host's uevents (they go to the namespaces the initial user namespace
+ * owns), and not the sandbox's, which is new for every sandbox.  No process
+ * of a sandbox has any capability in that user namespace (a sibling of its
+ * own): none can change the namespace's links, addresses, routes or sysctls.
+ * The child lives until the namespace is mounted. */
+static int make_netns(const char *dir, int dfd, const char *name)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], ns[64], c = 0;
 	_cleanup_close_ int f = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int r = 0;
+	int ready[2] = { -1, -1 }, done[2] = { -1, -1 }, r = 0, st;
+	pid_t pid;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (f < 0)
 		return -errno;
-	if (unshare(CLONE_NEWNET) < 0)
-		return -errno;
-	r = loopback_up();
-	if (r == 0 && mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0)
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0) {
 		r = -errno;
-	if (setns(host_fd, CLONE_NEWNET) < 0)
-		return log_errno(-errno, "pool: return to the launcher's network namespace");
-	if (r < 0)
-		return r;
-	r = open_netns(dfd, name);
-	return r < 0 ? -EIO : r;
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (pid == 0) {
+		close(done[1]);   /* so that the parent's close ends the read below */
+		c = unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0 && loopback_up() == 0 ? 'Y' : 'N';
+		(void)!write(ready[1], &c, 1);
+		(void)!read(done[0], &c, 1);   /* until the parent closes its end */
+		_exit(0);
+	}
+	close(ready[1]);
+	ready[1] = -1;
+	if (read(ready[0], &c, 1) != 1 || c != 'Y')
+		r = -EIO;
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)pid);
+	if (r == 0 && mount(ns, path, NULL, MS_BIND, NULL) < 0)
+		r = -errno;
+	close(done[1]);
+	done[1] = -1;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (r == 0) {
+		r = open_netns(dfd, name);
+		if (r < 0)
+			r = -EIO;
+	}
+out:
+	for (int i = 0; i < 2; i++) {
+		if (ready[i] >= 0)
+			close(ready[i]);
+		if (done[i] >= 0)
+			close(done[i]);
+	}
+	return r;
 }
 
 void netns_slot_init(struct netns_slot *s)
@@ -186,7 +223,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 		}
 		s->ns_fd = open_netns(dfd, ns);
 		if (s->ns_fd < 0) {
-			s->ns_fd = make_netns(dir, dfd, ns, s->host_fd);
+			s->ns_fd = make_netns(dir, dfd, ns);
 			if (s->ns_fd < 0) {
 				r = log_errno(s->ns_fd, "pool: make a network namespace at '%s/%s'",
 				              dir, ns);
@@ -635,4 +672,131 @@ out:
 	if (ret)
 		*ret = res;
 	return res.failed ? -EBUSY : 0;
+}
+
+/* ---- host id ranges ----------------------------------------------------- */
+
+/*
+ * Each running sandbox has a range of 65536 host uids and gids of its own:
+ * the kernel charges per-user budgets to host ids (pipe buffer pages and
+ * descriptors in flight over unix sockets to the uid a process runs as;
+ * inotify instances and watches, message queue bytes, pending signals and
+ * the like to the owner of its user namespace, launch.c), so sandboxes
+ * that shared one range shared, and could exhaust, one budget.  The ranges
+ * are the subordinate ids of the user ID_USER (/etc/subuid, /etc/subgid),
+ * cut in blocks of 65536; without an entry there, the built-in range below,
+ * which the node setup should reserve there (sandbox/POLICY.md, "Host ids").
+ * Block N is held with a lock on ID_DIR/N.lock while its sandbox runs
+ * (id_slot_take says which block a launcher tries first).  A
+ * launcher that dies releases its lock by dying; its sandbox's processes die
+ * with it (PR_SET_PDEATHSIG, the pid namespace), so the next taker of that
+ * block finds no process of it left but the ones still being killed.
+ */
+#define ID_USER "lazyroot"
+#define ID_DIR "/run/lazyroot/ids"
+#define ID_DEFAULT_START 3000000000u
+#define ID_DEFAULT_COUNT (4096u * SANDBOX_ID_RANGE)
+#define ID_COLUMNS 64u
+
+/* ID_USER's first range in file (subuid or subgid format, "name:start:count"),
+ * else the default.  Read at every launch: a few hundred bytes. */
+static void id_range(const char *file, uint32_t *start, uint32_t *count)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+	*start = ID_DEFAULT_START;
+	*count = ID_DEFAULT_COUNT;
+	if (read_file(file, 1 << 20, &b) < 0)
+		return;
+	for (char *save = NULL, *l = strtok_r((char *)b.data, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		unsigned long long s, c;
+		int end = 0;
+
+		if (strncmp(l, ID_USER ":", sizeof(ID_USER)) ||
+		    sscanf(l + sizeof(ID_USER), "%llu:%llu%n", &s, &c, &end) != 2 ||
+		    l[sizeof(ID_USER) + (size_t)end] != '\0')
+			continue;
+		if (s == 0 || c < SANDBOX_ID_RANGE || s + c > UINT32_MAX)
+			continue;   /* host root never, and nothing past the last id */
+		*start = (uint32_t)s;
+		*count = (uint32_t)c;
+		return;
+	}
+}
+
+int id_slot_take(const struct sandbox *sb, struct id_slot *s)
+{
+	_cleanup_close_ int dfd = -1;
+	uint32_t ustart, ucount, gstart, gcount, n, first, levels;
+
+	*s = (struct id_slot)ID_SLOT_INIT;
+	if (!sb->ids_auto) {
+		s->uid_base = sb->uid_base;
+		s->gid_base = sb->gid_base;
+		return 0;
+	}
+	id_range("/etc/subuid", &ustart, &ucount);
+	id_range("/etc/subgid", &gstart, &gcount);
+	n = (ucount < gcount ? ucount : gcount) / SANDBOX_ID_RANGE;
+	dfd = open(ID_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 && errno == ENOENT) {
+		int r = mkdir_p(ID_DIR, 0700);
+
+		if (r < 0)
+			return log_errno(r, "ids: directory '%s'", ID_DIR);
+		dfd = open(ID_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (dfd < 0)
+		return log_errno(-errno, "ids: directory '%s'", ID_DIR);
+	/* Blocks are tried column by column: block (c + l * ID_COLUMNS) for
+	 * every level l of column c, starting at the column of the launcher's
+	 * pid.  Launchers at once rarely share a column, so the first try is
+	 * usually free; thousands of sandboxes held fill the levels of each
+	 * column, and a launch tries about as many blocks as levels are full,
+	 * not one per sandbox held.  And lock files are made level by level:
+	 * a node that runs few sandboxes at once uses (and creates, once) the
+	 * first ID_COLUMNS lock files only; making a file is the dear part of
+	 * taking a block where /run is ext4 without a journal (about 10% of
+	 * the launch rate when every launch made one: docs/perf-log.md,
+	 * "Sandboxes that cannot starve each other"). */
+	levels = (n + ID_COLUMNS - 1) / ID_COLUMNS;
+	first = (uint32_t)getpid() % (n < ID_COLUMNS ? n : ID_COLUMNS);
+	for (uint32_t c = 0; c < ID_COLUMNS && c < n; c++) {
+		for (uint32_t l = 0; l < levels; l++) {
+			uint32_t i = (first + c) % (n < ID_COLUMNS ? n : ID_COLUMNS) + l * ID_COLUMNS;
+			char lock[32];
+			int fd;
+
+			if (i >= n)
+				break;
+			snprintf(lock, sizeof(lock), "%u.lock", (unsigned)i);
+			fd = lock_file_at(dfd, lock, true);
+			if (fd == -EBUSY || fd == -EAGAIN)
+				continue;
+			if (fd < 0)
+				return log_errno(fd, "ids: '%s/%s'", ID_DIR, lock);
+			s->lock_fd = fd;
+			s->uid_base = ustart + i * SANDBOX_ID_RANGE;
+			s->gid_base = gstart + i * SANDBOX_ID_RANGE;
+			return 0;
+		}
+	}
+	return log_error(-EBUSY, "ids: all %u id ranges of '%s' are in use (/etc/subuid, "
+	                 "/etc/subgid)", (unsigned)n, ID_USER);
+}
+
+bool id_slot_node_owned(uid_t uid)
+{
+	uint32_t start, count;
+
+	id_range("/etc/subuid", &start, &count);
+	return uid >= start && uid - start < count;
+}
+
+void id_slot_release(struct id_slot *s)
+{
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	*s = (struct id_slot)ID_SLOT_INIT;
 }

@@ -12,11 +12,18 @@
 
 void tools_flag(struct tools_flags *f, const char *flag, const char *value)
 {
-	/* more flags than any command has: the last ones win anyway */
-	if (f->n < TOOLS_FLAGS_MAX) {
-		f->v[f->n].flag = flag;
-		f->v[f->n++].value = value;
-	}
+	unsigned i;
+
+	/* a flag given again replaces its value (the last one wins), so that
+	 * the slots hold one per setting flag: fewer than TOOLS_FLAGS_MAX */
+	for (i = 0; i < f->n && strcmp(f->v[i].flag, flag); i++)
+		;
+	if (i == TOOLS_FLAGS_MAX)
+		return;
+	f->v[i].flag = flag;
+	f->v[i].value = value;
+	if (i == f->n)
+		f->n++;
 }
 
 int tools_settings(const struct tools_flags *f, struct node_config *c)

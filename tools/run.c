@@ -8,7 +8,9 @@
  * the root filesystem is the node's mount.  Options and the policy file are
  * checked before anything is mounted.
  */
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 
 #include "cache/cache.h"
@@ -72,7 +74,9 @@ static void usage(FILE *f)
 	        "                       for the host side of its veth); nothing else (repeatable)\n"
 	        "  --stage NAME         the stage to start in (default: the first declared)\n"
 	        "  --json[=FILE]        write a report as JSON to FILE, or as the last line\n"
-	        "                       on stderr\n"
+	        "                       on stderr (always a line of its own)\n"
+	        "  --json-fd N          write the report to descriptor N, which the sandbox\n"
+	        "                       never holds: what it prints cannot pass for it\n"
 	        "  -h, --help           this text\n"
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
@@ -95,9 +99,10 @@ static void print_report(FILE *f, const struct sandbox_result *res)
 	else
 		fprintf(f, "\"%s\"", sandbox_kill_name(res->killed_by));
 	fprintf(f, ",\"wall_seconds\":%.6f,\"cpu_seconds\":%.6f,\"memory_peak\":%llu,"
-	        "\"output_bytes\":%llu,\"pids_limit_hit\":%s}\n",
+	        "\"output_bytes\":%llu,\"pids_limit_hit\":%s,\"uid_base\":%u,\"gid_base\":%u}\n",
 	        res->wall_seconds, res->cpu_seconds, (unsigned long long)res->memory_peak,
-	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false");
+	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false",
+	        (unsigned)res->uid_base, (unsigned)res->gid_base);
 }
 
 /* Apply the policy file and the options, in that order. */
@@ -146,7 +151,7 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG, O_SOCKET };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG, O_JSON_FD, O_SOCKET };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -167,6 +172,7 @@ int cmd_run(int argc, char **argv)
 		{ "allow", required_argument, NULL, O_ALLOW },
 		{ "stage", required_argument, NULL, O_STAGE },
 		{ "json", optional_argument, NULL, O_JSON },
+		{ "json-fd", required_argument, NULL, O_JSON_FD },
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
@@ -191,6 +197,7 @@ int cmd_run(int argc, char **argv)
 	struct sandbox *sb = NULL;
 	const char *policy = NULL, *json = NULL, *image = NULL;
 	bool want_json = false, rootfs = false;
+	int json_fd = -1;
 	size_t nset = 0;
 	int c, r;
 
@@ -211,6 +218,20 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case O_POLICY: policy = optarg; break;
 		case O_JSON: want_json = true; json = optarg; break;
+		case O_JSON_FD: {
+			uint64_t n;
+
+			if (parse_uint(optarg, INT_MAX, &n) < 0 || n <= 2 ||
+			    fcntl((int)n, F_GETFD) < 0) {
+				log_error(-EINVAL, "--json-fd '%s': want an open descriptor above 2",
+				          optarg);
+				return RUN_FAILED;
+			}
+			json_fd = (int)n;
+			/* The sandbox's init must not inherit it either. */
+			fcntl(json_fd, F_SETFD, FD_CLOEXEC);
+			break;
+		}
 		case O_STORE: tools_flag(&fl, "--store", optarg); break;
 		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
 		case O_IMAGES: tools_flag(&fl, "--images", optarg); break;
@@ -263,6 +284,19 @@ int cmd_run(int argc, char **argv)
 	sandbox_free(sb);
 	if (r < 0)
 		return RUN_FAILED;
+	if (json_fd >= 0) {
+		FILE *f = fdopen(json_fd, "w");
+
+		if (!f) {
+			log_errno(-errno, "--json-fd %d", json_fd);
+			return RUN_FAILED;
+		}
+		print_report(f, &res);
+		if (fclose(f) != 0) {
+			log_errno(-EIO, "--json-fd %d", json_fd);
+			return RUN_FAILED;
+		}
+	}
 	if (want_json) {
 		if (json && *json) {
 			FILE *f = fopen(json, "we");
@@ -277,6 +311,10 @@ int cmd_run(int argc, char **argv)
 				return RUN_FAILED;
 			}
 		} else {
+			/* A line of its own: whatever the sandbox left unfinished
+			 * on stderr, the report is the whole last line. */
+			if (res.stderr_open_line)
+				fputc('\n', stderr);
 			print_report(stderr, &res);
 		}
 	}

@@ -63,14 +63,8 @@ int node_config_apply_json(struct node_config *c, const struct json *settings)
 		if (!v)
 			return log_error(-EINVAL, "request: settings: %.64s: not a string", key);
 		snprintf(origin, sizeof(origin), "request: settings: %.64s", key);
-		/* an empty text is an unset string setting */
-		if (!*v) {
-			char cur[8];
-
-			if (node_config_get(c, key, cur, sizeof(cur)) == -ENOENT)
-				return log_error(-EINVAL, "%s: unknown setting", origin);
-			continue;
-		}
+		/* an empty text unsets an optional setting (a CA file the
+		 * command's environment does not name is not the node's) */
 		r = node_config_set(c, key, v, origin);
 		if (r < 0)
 			return r;

@@ -73,8 +73,10 @@ check grep -qi "certificate" <<<"$err"
 check_not mountpoint -q "$mnt"
 nginx_stop
 
-# --- 3. through a forward proxy named by http_proxy
+# --- 3. through a forward proxy named by http_proxy: the proxy variables are the node
+# service's environment (libcurl reads them), so each case starts a node of its own
 nginx_start "$WORK/plain"
+"$LAZYROOT" node stop 2>/dev/null || true
 check "$LAZYROOT" build "$WORK/src" --store "$NGINX_URL" --tag proxied:1 --no-progress
 faultproxy_start "$NGINX_PORT"
 cache=$WORK/cache3
@@ -85,6 +87,7 @@ check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
 unmount_it
 check test "$(tail -n +"$((lines + 1))" "$NGINX_DIR/access.log" | grep -c '/chunks/')" -gt 0
 # and without the proxy the same URL reaches nothing
+"$LAZYROOT" node stop 2>/dev/null || true
 cache=$WORK/cache4
 rc=0
 err=$("$LAZYROOT" mount proxied:1 "$mnt" --store http://127.0.0.2:9 --cache "$cache" \

@@ -603,7 +603,7 @@ static int pump(struct watch *w, struct out_stream *o)
 	ssize_t n;
 
 	if (buf_reserve(&o->pending, OUT_CHUNK) < 0)
-		return 0;
+		return -1;   /* out of memory: the stream ends here (its writers get EPIPE) */
 	n = read(o->in, o->pending.data + o->pending.len, OUT_CHUNK);
 	if (n < 0)
 		return errno == EINTR ? 0 : -1;

@@ -30,8 +30,9 @@ static void usage(FILE *f)
 	        "  --creds USER:PASS  registry credentials (default: auths.HOST.auth of\n"
 	        "                     $DOCKER_CONFIG/config.json, else ~/.docker/config.json)\n"
 	        "  --plain-http       reach the registry over http:// (always so for\n"
-	        "                     localhost and 127.0.0.0/8; https:// otherwise; CA bundle:\n"
-	        "                     $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's)\n"
+	        "                     localhost and 127.0.0.0/8; https:// otherwise, trusting\n"
+	        "                     the node's tls_ca_file: $CURL_CA_BUNDLE, else\n"
+	        "                     $SSL_CERT_FILE, else the system's CA store)\n"
 	        "  --config FILE      the image config, an OCI image config JSON document whose\n"
 	        "                     config.Env, config.WorkingDir and config.User `lazyroot run`\n"
 	        "                     applies (default: an OCI or docker source's own, else none)\n"
@@ -79,27 +80,24 @@ static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
 	return 0;
 }
 
-/* Where docker keeps credentials: $DOCKER_CONFIG/config.json, else
- * ~/.docker/config.json; and the CA bundle, as for HTTP stores. */
-static int registry_setup(struct registry_params *rp, const char *platform, char **ret_config)
+/* Where docker keeps credentials: the docker_config setting's config.json
+ * ($DOCKER_CONFIG), else ~/.docker/config.json; and the CA bundle, as for
+ * HTTP stores (tls_ca_file). */
+static int registry_setup(const struct node_config *c, struct registry_params *rp,
+                          const char *platform, char **ret_config)
 {
-	const char *dir = getenv("DOCKER_CONFIG"), *home = getenv("HOME"), *ca;
-
-	rp->platform = platform;
 	char *path = NULL;
 
-	if (dir && *dir) {
-		if (asprintf(&path, "%s/config.json", dir) < 0)
-			return log_errno(-ENOMEM, "DOCKER_CONFIG");
-	} else if (home && *home) {
-		if (asprintf(&path, "%s/.docker/config.json", home) < 0)
+	rp->platform = platform;
+	if (c->docker_config) {
+		if (asprintf(&path, "%s/config.json", c->docker_config) < 0)
+			return log_errno(-ENOMEM, "docker_config");
+	} else if (c->home) {
+		if (asprintf(&path, "%s/.docker/config.json", c->home) < 0)
 			return log_errno(-ENOMEM, "HOME");
 	}
 	rp->docker_config = *ret_config = path;
-	ca = getenv("CURL_CA_BUNDLE");
-	if (!ca || !*ca)
-		ca = getenv("SSL_CERT_FILE");
-	rp->ca_file = ca && *ca ? ca : NULL;
+	rp->ca_file = c->tls_ca_file;
 	return 0;
 }
 
@@ -219,7 +217,7 @@ int cmd_build(int argc, char **argv)
 	}
 	r = build_new(&p, s, &b);
 	if (r == 0 && source_is_registry(source)) {
-		r = registry_setup(&rp, p.platform, &docker_config);
+		r = registry_setup(&cfg, &rp, p.platform, &docker_config);
 		if (r == 0)
 			r = source_registry(b, source, &rp);
 	} else if (r == 0) {

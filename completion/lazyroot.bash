@@ -16,7 +16,7 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 		trim) echo "--to $config $cache --json --help" ;;
 		*) echo "--help" ;;
 		esac ;;
-	run) echo "$config $store $cache --images --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --help" ;;
+	run) echo "$config $store $cache --images --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --json-fd --help" ;;
 	policy) echo "--stage --json --help" ;;
 	profile) echo "$config $store --json --help" ;;
 	gc) echo "$config --pool --json --help" ;;
@@ -56,7 +56,7 @@ _lazyroot() {
 	--tag|--platform|--min-size|--avg-size|--max-size|--level|--threads|--cache-size|--cache-memory|\
 	--readahead|--fetch-timeout|--set|--env|--workdir|--user|--bind|--hostname|--name|--memory|\
 	--pids|--cpus|--nofile|--tmpfs-size|--timeout|--output-limit|--allow|--stage|--to|--store|\
-	--s3-endpoint|--socket|--metrics|--from|--to|--grace|--lease-ttl|--data|--creds)
+	--s3-endpoint|--socket|--metrics|--from|--to|--grace|--lease-ttl|--data|--creds|--json-fd)
 		return 0 ;;
 	esac
 	if [ -z "$cmd" ]; then

@@ -141,6 +141,8 @@ static const struct key keys[] = {
 	/* builds */
 	S("tmp_dir", "TMPDIR", NULL, NULL, T_ABSPATH, tmp_dir, NODE_DEFAULT_TMP_DIR,
 	  "scratch space for builds (a docker archive is unpacked there)"),
+	S("docker_config", "DOCKER_CONFIG", NULL, NULL, T_OPTSTR, docker_config, NULL,
+	  "directory of the config.json whose auths `build docker://…` uses; empty: ~/.docker"),
 };
 
 #define NKEYS ARRAY_SIZE(keys)

@@ -105,6 +105,7 @@ struct node_config {
 
 	/* ---- builds ---- */
 	char *tmp_dir;                 /* scratch space (docker archives are unpacked there) */
+	char *docker_config;           /* registry credentials: DIR/config.json; NULL: ~/.docker */
 };
 
 /* Every setting at its default.  Never fails: the defaults are static

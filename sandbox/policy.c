@@ -65,6 +65,7 @@ int sandbox_new(struct sandbox **ret)
 	sb->pool = true;
 	sb->tcp_bind.any = true;
 	sb->tcp_connect.any = true;
+	sb->socket_families = SANDBOX_FAMILY_ALL;
 	if (set_str(&sb->hostname, "sandbox") < 0 || set_str(&sb->workdir, "/") < 0) {
 		sandbox_free(sb);
 		return -ENOMEM;
@@ -313,6 +314,34 @@ static int add_addr(struct sandbox_addr **list, size_t *n, const char *v)
 	return 0;
 }
 
+/* "none" or a comma-separated list of unix, inet, inet6, netlink. */
+static int parse_families(const char *v, unsigned *ret)
+{
+	static const char *const names[] = { "unix", "inet", "inet6", "netlink" };
+	_cleanup_free_ char *s = strdup(v);
+	unsigned bits = 0;
+
+	if (!s)
+		return -ENOMEM;
+	if (!strcmp(v, "none")) {
+		*ret = 0;
+		return 0;
+	}
+	for (char *save = NULL, *tok = strtok_r(s, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		size_t i = 0;
+
+		while (i < ARRAY_SIZE(names) && strcmp(tok, names[i]))
+			i++;
+		if (i == ARRAY_SIZE(names))
+			return -EINVAL;
+		bits |= 1u << i;
+	}
+	if (!bits)
+		return -EINVAL;
+	*ret = bits;
+	return 0;
+}
+
 static bool good_name(const char *v)
 {
 	return v[0] && v[0] != '.' && strlen(v) <= 64 &&
@@ -400,6 +429,8 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 		return parse_bool(v, &sb->landlock);
 	if (!strcmp(key, "io_uring"))
 		return parse_bool(v, &sb->io_uring);
+	if (!strcmp(key, "socket_families"))
+		return parse_families(v, &sb->socket_families);
 	if (!strcmp(key, "sysfs"))
 		return parse_bool(v, &sb->sysfs);
 	if (!strcmp(key, "pool"))

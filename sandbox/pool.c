@@ -9,10 +9,11 @@
  * costs about as much again: together about an eighth of a node's CPU per
  * launch of /bin/true (docs/perf-log.md, "Pools of network
  * namespaces and cgroups").  A pooled namespace is made once,
- * by the launcher as root, so the initial user namespace owns it: a sandbox,
+ * with a user namespace of its own that owns it (make_netns): a sandbox,
  * whose own user namespace has no rights over it (and whose capabilities are
  * dropped anyway), can neither change its links, addresses, routes nor its
- * sysctls.  Its loopback is brought up when it is made.
+ * sysctls, and the host's uevents never reach it.  Its loopback is brought up
+ * when it is made.
  *
  * Layout, under $LAZYROOT_POOL_DIR or /run/lazyroot/pool:
  *   net.N       an empty file with the namespace bind-mounted on it (nsfs)
@@ -44,6 +45,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <linux/magic.h>
 #include <dirent.h>
 #include <time.h>
@@ -114,29 +116,64 @@ static int open_netns(int dfd, const char *name)
 	return TAKE_FD(fd);
 }
 
-/* Make a namespace with its loopback up and mount it on dfd/name; the
- * calling thread is back in its own namespace (host_fd) whatever happens.
- * Its fd, or -errno. */
-static int make_netns(const char *dir, int dfd, const char *name, int host_fd)
+/* Make a namespace with its loopback up and mount it on dfd/name; its fd, or
+ * -errno.  A child makes it together with a user namespace of its own, which
+ * then owns it: not the host's, so that the kernel sends it none of the
+ * host's uevents (they go to the namespaces the initial user namespace
+ * owns), and not the sandbox's, which is new for every sandbox.  No process
+ * of a sandbox has any capability in that user namespace (a sibling of its
+ * own): none can change the namespace's links, addresses, routes or sysctls.
+ * The child lives until the namespace is mounted. */
+static int make_netns(const char *dir, int dfd, const char *name)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], ns[64], c = 0;
 	_cleanup_close_ int f = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int r = 0;
+	int ready[2] = { -1, -1 }, done[2] = { -1, -1 }, r = 0, st;
+	pid_t pid;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (f < 0)
 		return -errno;
-	if (unshare(CLONE_NEWNET) < 0)
-		return -errno;
-	r = loopback_up();
-	if (r == 0 && mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0)
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0) {
 		r = -errno;
-	if (setns(host_fd, CLONE_NEWNET) < 0)
-		return log_errno(-errno, "pool: return to the launcher's network namespace");
-	if (r < 0)
-		return r;
-	r = open_netns(dfd, name);
-	return r < 0 ? -EIO : r;
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (pid == 0) {
+		close(done[1]);   /* so that the parent's close ends the read below */
+		c = unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0 && loopback_up() == 0 ? 'Y' : 'N';
+		(void)!write(ready[1], &c, 1);
+		(void)!read(done[0], &c, 1);   /* until the parent closes its end */
+		_exit(0);
+	}
+	close(ready[1]);
+	ready[1] = -1;
+	if (read(ready[0], &c, 1) != 1 || c != 'Y')
+		r = -EIO;
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)pid);
+	if (r == 0 && mount(ns, path, NULL, MS_BIND, NULL) < 0)
+		r = -errno;
+	close(done[1]);
+	done[1] = -1;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (r == 0) {
+		r = open_netns(dfd, name);
+		if (r < 0)
+			r = -EIO;
+	}
+out:
+	for (int i = 0; i < 2; i++) {
+		if (ready[i] >= 0)
+			close(ready[i]);
+		if (done[i] >= 0)
+			close(done[i]);
+	}
+	return r;
 }
 
 void netns_slot_init(struct netns_slot *s)
@@ -186,7 +223,7 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 		}
 		s->ns_fd = open_netns(dfd, ns);
 		if (s->ns_fd < 0) {
-			s->ns_fd = make_netns(dir, dfd, ns, s->host_fd);
+			s->ns_fd = make_netns(dir, dfd, ns);
 			if (s->ns_fd < 0) {
 				r = log_errno(s->ns_fd, "pool: make a network namespace at '%s/%s'",
 				              dir, ns);

@@ -13,6 +13,15 @@
 
 #define SANDBOX_ID_RANGE 65536u   /* ids 0..65535 exist inside */
 
+/* Socket families a policy may allow (socket_families); every other family
+ * is refused by the seccomp filter whatever the policy says.  The bit
+ * numbers are the generated filter's family numbers (gen/seccomp.c). */
+#define SANDBOX_FAMILY_UNIX    (1u << 0)
+#define SANDBOX_FAMILY_INET    (1u << 1)
+#define SANDBOX_FAMILY_INET6   (1u << 2)
+#define SANDBOX_FAMILY_NETLINK (1u << 3)   /* NETLINK_ROUTE only */
+#define SANDBOX_FAMILY_ALL     0xfu
+
 struct sandbox_bind {
 	char *src, *dst;
 	bool rw;
@@ -83,6 +92,7 @@ struct sandbox {
 	struct strv writable, read_only, hide;
 	struct sandbox_ports tcp_bind, tcp_connect;
 	bool io_uring;          /* let seccomp pass io_uring (Landlock and BPF still apply) */
+	unsigned socket_families;   /* SANDBOX_FAMILY_* bits socket() may make */
 	/* network allowlist and stages (netpolicy.c) */
 	struct sandbox_addr *allow;
 	size_t n_allow;
@@ -304,12 +314,18 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
                bool pooled_net);
 /* Bring up the loopback of the calling thread's network namespace; -errno. */
 int loopback_up(void);
+/* In the sandbox's init, once setup_root has made the mask source: cover
+ * path (relative to dirfd; a final symlink is not followed) with an empty,
+ * read-only, mode-000 directory or file, whichever it is, so that not even its
+ * size, times or extended attributes show.  A missing path is left alone. */
+int mask_path(int dirfd, const char *path);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 
-/* Load the filter into the calling thread (no_new_privs must be set).
- * allow_io_uring leaves the io_uring syscalls out of the refused set. */
-int seccomp_install(bool allow_io_uring);
+/* Load the filter into the calling thread (no_new_privs must be set): the
+ * one that lets io_uring through when sb->io_uring, socket() narrowed to
+ * sb->socket_families. */
+int seccomp_install(const struct sandbox *sb);
 
 /* ---- Landlock (landlock.c) ---------------------------------------------- */
 

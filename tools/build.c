@@ -80,24 +80,24 @@ static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
 	return 0;
 }
 
-/* Where docker keeps credentials: $DOCKER_CONFIG/config.json, else
- * HOME/.docker/config.json; the CA bundle is the node's (tls_ca_file). */
-static int registry_setup(struct registry_params *rp, const struct node_config *cfg,
+/* Where docker keeps credentials: the docker_config setting's config.json
+ * ($DOCKER_CONFIG), else ~/.docker/config.json; and the CA bundle, as for
+ * HTTP stores (tls_ca_file). */
+static int registry_setup(const struct node_config *c, struct registry_params *rp,
                           const char *platform, char **ret_config)
 {
-	const char *dir = getenv("DOCKER_CONFIG");
 	char *path = NULL;
 
 	rp->platform = platform;
-	if (dir && *dir) {
-		if (asprintf(&path, "%s/config.json", dir) < 0)
-			return log_errno(-ENOMEM, "DOCKER_CONFIG");
-	} else if (cfg->home && *cfg->home) {
-		if (asprintf(&path, "%s/.docker/config.json", cfg->home) < 0)
+	if (c->docker_config) {
+		if (asprintf(&path, "%s/config.json", c->docker_config) < 0)
+			return log_errno(-ENOMEM, "docker_config");
+	} else if (c->home) {
+		if (asprintf(&path, "%s/.docker/config.json", c->home) < 0)
 			return log_errno(-ENOMEM, "HOME");
 	}
 	rp->docker_config = *ret_config = path;
-	rp->ca_file = cfg->tls_ca_file;
+	rp->ca_file = c->tls_ca_file;
 	return 0;
 }
 
@@ -217,7 +217,7 @@ int cmd_build(int argc, char **argv)
 	}
 	r = build_new(&p, s, &b);
 	if (r == 0 && source_is_registry(source)) {
-		r = registry_setup(&rp, &cfg, p.platform, &docker_config);
+		r = registry_setup(&cfg, &rp, p.platform, &docker_config);
 		if (r == 0)
 			r = source_registry(b, source, &rp);
 	} else if (r == 0) {

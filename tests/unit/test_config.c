@@ -439,26 +439,30 @@ static void test_config__dump_reads_back(void **state)
 /* docs/settings.md's table and the key table agree, both ways: every key (and
  * every variable of an environment-only setting) has a row, every row names
  * a key the loader takes (or a variable it reads), with the same variables
- * and flag. */
+ * and flag; a default the row spells as a value (`10G`, `off`) is the
+ * default the code has. */
 static void test_config__docs_agree(void **state)
 {
 	_cleanup_(buf_freep) struct buf doc = BUF_INIT;
 	const struct node_config_key *k;
+	struct node_config dflt;
 	bool seen[128] = { false };
-	unsigned rows = 0;
+	unsigned rows = 0, defaults = 0;
 	char *save = NULL;
 
+	node_config_init(&dflt);
 	assert_int_equal(read_file("docs/settings.md", 1 << 20, &doc), 0);
 	assert_int_equal(buf_append_zero(&doc, 1), 0);
 	for (char *line = strtok_r((char *)doc.data, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
-		char key[128] = "", flag[128] = "", env[256] = "";
+		char key[128] = "", flag[128] = "", env[256] = "", def[256] = "", want[256];
 		size_t i;
 
 		/* | `key` | `--flag` or — | `VAR` [, `VAR2`] or — | default | meaning | */
 		if (strncmp(line, "| `", 3))
 			continue;
-		if (sscanf(line, "| `%127[^`]` | %127[^|]| %255[^|]|", key, flag, env) != 3)
+		if (sscanf(line, "| `%127[^`]` | %127[^|]| %255[^|]| %255[^|]|", key, flag, env,
+		           def) != 4)
 			fail_msg("docs/settings.md: a row that does not parse: %s", line);
 		for (i = 0; (k = node_config_key_at(i)); i++)
 			if (!strcmp(k->key, key))
@@ -488,11 +492,23 @@ static void test_config__docs_agree(void **state)
 				fail_msg("docs/settings.md: `%s`: variable column '%s', want '%s'", key, env,
 				         want_env);
 		}
+		/* `VALUE` first in the default column, and the code has a value */
+		if (!k->env_only && def[0] == '`' &&
+		    node_config_get(&dflt, key, want, sizeof(want)) == 0 && want[0]) {
+			size_t n = strcspn(def + 1, "`");
+
+			if (strlen(want) != n || strncmp(def + 1, want, n))
+				fail_msg("docs/settings.md: `%s`: default %.*s, the code's is %s", key,
+				         (int)n, def + 1, want);
+			defaults++;
+		}
 	}
 	for (size_t i = 0; (k = node_config_key_at(i)); i++)
 		if (!seen[i])
 			fail_msg("docs/settings.md lacks a row for `%s`", k->key);
 	assert_true(rows > 30);
+	assert_true(defaults > 20);
+	node_config_destroy(&dflt);
 }
 
 int main(void)

@@ -126,13 +126,23 @@ int tools_node_request(const struct node_config *cfg, const char *request, struc
 	_cleanup_free_ char *images = tools_absolute(cfg->images_dir);
 	_cleanup_free_ char *socket = tools_absolute(cfg->socket_path);
 	_cleanup_free_ char *config = cfg->config_path ? tools_absolute(cfg->config_path) : NULL;
-	char *args[16];
+	char *args[20], size[64], memory[64];
 	int k = 0;
 
 	if (!store || !cache || !images || !socket || (cfg->config_path && !config))
 		return log_errno(-ENOMEM, "node");
+	/* the node's own cache is opened with these when it starts */
+	if (node_config_get(cfg, "cache_size", size, sizeof(size)) == 0) {
+		args[k++] = "--cache-size";
+		args[k++] = size;
+	}
+	if (node_config_get(cfg, "cache_memory", memory, sizeof(memory)) == 0) {
+		args[k++] = "--cache-memory";
+		args[k++] = memory;
+	}
 	/* a node started here gets the command's node settings: its config
-	 * file, store, cache and images (the rest are in each request) */
+	 * file, store, cache (and its sizes) and images (the rest are in each
+	 * request) */
 	if (config) {
 		args[k++] = "--config";
 		args[k++] = config;

@@ -1,6 +1,8 @@
 # lazyroot — plain Makefile.  `make`, `make test`, `make asan`, `make install`, `make bench`.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR ?=
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -46,7 +48,7 @@ else
 Q = @
 endif
 
-MODULES = lib image chunker store cache fs sandbox
+MODULES = lib image chunker store cache fs sandbox node
 CORE_SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 CORE_OBJS = $(CORE_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS = $(wildcard tools/*.c)
@@ -152,14 +154,22 @@ fuzz:
 bench:
 	$(Q)scripts/install-deps bench
 	$(Q)$(MAKE) --no-print-directory bench-build
-	$(Q)for b in bench/*/run; do BUILD=$(BUILD) $$b || exit 1; done
+	$(Q)for b in bench/*/run; do \
+		BENCH_SUMMARY=bench/results/$$(basename $$(dirname $$b)).jsonl BUILD=$(BUILD) $$b || exit 1; \
+	done
+	$(Q)bench/report
+
+MAN_PAGES = $(wildcard man/*.1)
 
 bench-build: $(BUILD)/lazyroot $(BENCH_BINS)
 	@:
 
 install: $(BUILD)/lazyroot
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 completion/lazyroot.bash $(DESTDIR)$(BASHCOMPDIR)/lazyroot
+	test -e $(DESTDIR)/etc/lazyroot/node.conf || { install -d $(DESTDIR)/etc/lazyroot && $(BUILD)/lazyroot config --defaults >$(DESTDIR)/etc/lazyroot/node.conf; }
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1722,25 +1722,7 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	c->limit = p->limit ? p->limit : CACHE_DEFAULT_LIMIT;
 	c->memory_limit = p->memory_limit;
 	c->max_fetches = p->max_fetches ? p->max_fetches : CACHE_DEFAULT_FETCHES;
-	c->near_us = p->near_latency_us;
-	if (!c->near_us) {
-		const char *e = getenv("LAZYROOT_CACHE_NEAR_MS");
-		char *end;
-		unsigned long ms;
-
-		c->near_us = CACHE_DEFAULT_NEAR_US;
-		if (e && !strcmp(e, "off")) {
-			c->near_us = UINT32_MAX;
-		} else if (e && *e) {
-			errno = 0;
-			ms = strtoul(e, &end, 10);
-			if (*end || errno || ms > UINT32_MAX / 1000 - 1)
-				log_msg(LOG_WARN, "LAZYROOT_CACHE_NEAR_MS '%s': want milliseconds or off; "
-				        "using %u ms", e, CACHE_DEFAULT_NEAR_US / 1000);
-			else
-				c->near_us = (uint32_t)ms * 1000;
-		}
-	}
+	c->near_us = p->near_latency_us ? p->near_latency_us : CACHE_DEFAULT_NEAR_US;
 	c->pid = getpid();
 	c->nbuckets = 1024;
 	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
@@ -1749,14 +1731,8 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 		cache_free(c);
 		return log_errno(-ENOMEM, "cache '%s'", p->dir);
 	}
-	/* LAZYROOT_CACHE_DECODERS: decoder threads (0: decode on the loop's thread) */
-	{
-		const char *e = getenv("LAZYROOT_CACHE_DECODERS");
-		long n = e && *e ? strtol(e, NULL, 10) : -1;
-
-		if (n != 0 && (r = decoder_new(loop, n > 0 ? (unsigned)n : 0, &c->dec)) < 0)
-			log_errno(r, "cache: no decoder threads; decoding on the loop's thread");
-	}
+	if (p->decoders != CACHE_NO_DECODERS && (r = decoder_new(loop, p->decoders, &c->dec)) < 0)
+		log_errno(r, "cache: no decoder threads; decoding on the loop's thread");
 	r = open_dirs(c, p->dir);
 	if (r < 0) {
 		cache_free(c);

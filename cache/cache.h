@@ -73,10 +73,13 @@ struct cache_params {
 	unsigned max_fetches;    /* store fetches in flight at once (0: a default) */
 	/* cache_read_near(): a miss also fetches its neighbours when the fastest
 	 * of the last CACHE_NEAR_WINDOW lone fetches took at least this long, in
-	 * µs.  0: $LAZYROOT_CACHE_NEAR_MS (milliseconds, or "off"), else
-	 * CACHE_DEFAULT_NEAR_US; UINT32_MAX: never. */
+	 * µs.  0: CACHE_DEFAULT_NEAR_US; UINT32_MAX: never. */
 	uint32_t near_latency_us;
+	/* Decoder threads: 0 one per CPU (at most 4); CACHE_NO_DECODERS: none,
+	 * chunks are decoded on the loop's thread. */
+	unsigned decoders;
 };
+#define CACHE_NO_DECODERS UINT32_MAX
 
 /*
  * How slow the store is: the least latency of the last CACHE_NEAR_WINDOW

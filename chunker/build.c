@@ -66,6 +66,7 @@ struct build {
 	struct build_params p;
 	struct fastcdc cdc;
 	struct store *store;
+	struct store_lease *lease;       /* held from before the first dedup check (store/GC.md) */
 	struct image_tree *tree;
 
 	struct stream pack, own;
@@ -200,7 +201,10 @@ struct worker {
 };
 
 /*
- * Store one chunk unless the store has it.  A stored chunk is never empty and
+ * Store one chunk unless the store has it.  "Has it" is always this HEAD, made
+ * now under the build's lease, never an answer remembered from another build:
+ * a collection may have moved the chunk aside since (store/GC.md).  A stored
+ * chunk is never empty and
  * is compressed only when that makes it smaller, so the size HEAD reports
  * tells how it is stored (equal to the chunk's size: raw; smaller: zstd) and
  * rules out the one torn state a crash can leave behind a rename, an empty
@@ -614,6 +618,13 @@ int build_new(const struct build_params *p, struct store *store, struct build **
 		build_free(b);
 		return r;
 	}
+	/* the lease comes before any dedup check: a collector that moves a chunk
+	 * this build then finds present sees the lease, and waits for it */
+	r = store_lease_take(store, "build", 0, &b->lease);
+	if (r < 0) {
+		build_free(b);
+		return r;
+	}
 	b->nthreads = p->threads ? p->threads : (unsigned)MAX(1L, sysconf(_SC_NPROCESSORS_ONLN));
 	b->q_max = 2 * b->nthreads + 2;
 	b->threads = calloc(b->nthreads, sizeof(*b->threads));
@@ -627,7 +638,7 @@ int build_new(const struct build_params *p, struct store *store, struct build **
 		if (w)
 			w->b = b;
 		if (!w || !(w->cctx = ZSTD_createCCtx()) ||
-		    (r = store_open(store_url(store), &w->store)) < 0 ||
+		    (r = store_reopen(store, &w->store)) < 0 ||
 		    (r = pthread_create(&b->threads[i], NULL, worker_main, w)) != 0) {
 			if (w) {
 				store_free(w->store);
@@ -686,6 +697,7 @@ void build_free(struct build *b)
 	free(b->threads);
 	free(b->results);
 	free(b->names.v);
+	store_lease_end(b->lease);
 	pthread_mutex_destroy(&b->lock);
 	pthread_cond_destroy(&b->can_pop);
 	pthread_cond_destroy(&b->can_push);
@@ -760,7 +772,10 @@ int build_finish(struct build *b, const char *tag, struct build_summary *ret)
 			return log_error(r, "tag '%s': not a valid name[:tag]", tag);
 		}
 		snprintf(content, sizeof(content), "%s\n", ret->index);
-		r = store_put_sync(b->store, key, content, strlen(content));
+		/* the tag must land while a collector still counts the lease live */
+		r = store_lease_check(b->lease);
+		if (r == 0)
+			r = store_put_sync(b->store, key, content, strlen(content));
 		if (r < 0) {
 			image_free(img);
 			return log_errno(r, "store '%s': writing tag '%s'", store_url(b->store), tag);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "image/image.h"
 
@@ -56,6 +57,13 @@ struct tar_entry {
 int tar_reader_new(int fd, const char *name, struct tar_reader **ret);
 void tar_reader_free(struct tar_reader *r);
 
+/* The input as a pull function instead of an fd: fn(ctx, buf, len) returns
+ * up to len bytes, 0 at the end of the input, or -errno after logging its
+ * own error (the reader passes it up without logging again).  ctx and name
+ * must outlive the reader. */
+typedef ssize_t (*tar_read_fn)(void *ctx, void *buf, size_t len);
+int tar_reader_new_fn(tar_read_fn fn, void *ctx, const char *name, struct tar_reader **ret);
+
 /* Feed every raw (still compressed) byte read from fd from now on into h. */
 void tar_reader_hash(struct tar_reader *r, struct sha256 *h);
 
@@ -82,6 +90,54 @@ int tar_reader_finish(struct tar_reader *r, uint64_t *ret_raw);
 /* Apply every member of the stream r to the build (see source_tar_fd), up to
  * the end of the archive. */
 int tar_apply(struct build *b, struct tar_reader *r, const char *name, bool whiteouts);
+
+/*
+ * Where an OCI walk reads its blobs: an image layout's files (oci.c) or a
+ * registry (registry.c).  Both log their own errors.
+ *  - read_doc: the small JSON document (an image index or manifest when
+ *    manifest is set, else a config) named sha256:hex, size bytes, whole into
+ *    raw, checked against its digest;
+ *  - apply_layer: the layer blob sha256:hex through the tar reader into b
+ *    (tar_apply with whiteouts), its size and digest checked by its end.
+ */
+struct buf;
+struct oci_source {
+	const char *name;
+	int (*read_doc)(void *ctx, bool manifest, const char *hex, uint64_t size,
+	                const char *what, struct buf *raw);
+	int (*apply_layer)(void *ctx, struct build *b, const char *hex, uint64_t size,
+	                   const char *what);
+	void *ctx;
+};
+
+/* Apply the top document doc of an image (already checked against its
+ * digest when it has one): an image index, from which a manifest is picked by
+ * platform as for a layout, or an image manifest.  mt is its media type as
+ * served, NULL to take the document's own mediaType field; any other type is
+ * refused (-EPROTONOSUPPORT). */
+int oci_apply_doc(struct build *b, const struct oci_source *src, const char *platform,
+                  const char *mt, const struct buf *doc);
+
+/* ---- registries (registry.c): the parsers of outside input --------------- */
+
+/* An image reference, docker://HOST[:PORT]/NAME[:TAG|@sha256:DIGEST] or
+ * oci://…; a HOST without '.' or ':' (and not localhost) is a Docker Hub name
+ * (registry-1.docker.io, library/ added to a one-part NAME), as docker reads
+ * it.  NAME is lower-case [a-z0-9._-] parts joined by single '/'; TAG is
+ * [A-Za-z0-9._-]{1,128}, latest when absent.  0, or -EINVAL (not logged). */
+struct registry_ref {
+	char host[256];         /* host[:port] */
+	char repo[256];
+	char reference[160];    /* the tag, or sha256:<64 lower-case hex> */
+	bool by_digest;
+};
+int registry_parse_ref(const char *ref, struct registry_ref *ret);
+
+/* The value of parameter key (case-insensitive) in a WWW-Authenticate
+ * challenge's list after its scheme (key="value", key=token, …; quoted
+ * values unescaped), into out (len bytes, NUL-terminated, cut to fit);
+ * false when the list lacks it. */
+bool registry_challenge_param(const char *s, const char *key, char *out, size_t len);
 
 /* The OCI walker over the layout at dirfd (borrowed); name is used in
  * messages.  platform may be NULL (see source_oci). */

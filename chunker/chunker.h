@@ -8,7 +8,7 @@
  *    files together, cuts large ones on their own, and hands chunks to worker
  *    threads that hash, compress and store them;
  *  - the source walkers: directory, tar (plain/gzip/zstd), OCI image layout,
- *    `docker save` archive.
+ *    `docker save` archive, an image in an OCI registry.
  *
  * Publishing order is chunks, then the index, then the tag: build_finish()
  * writes the tag only after every chunk and the index are stored.
@@ -58,6 +58,8 @@ struct build_params {
 	bool progress;                          /* draw a progress bar on stderr */
 	bool pack;                              /* also write the image's pack
 	                                           (build_pack) before the tag */
+	const char *tmp_dir;                    /* scratch space (a docker archive is
+	                                           unpacked there); NULL: /tmp */
 };
 
 #define BUILD_DEFAULT_MIN (32 * 1024)
@@ -146,5 +148,29 @@ int source_dir(struct build *b, const char *path);
 int source_tar_fd(struct build *b, int fd, const char *name, bool whiteouts);
 int source_oci(struct build *b, const char *dir, const char *platform);
 int source_docker(struct build *b, const char *path);
+
+/*
+ * An image in an OCI registry (the distribution API), pulled straight into
+ * the build: docker://HOST[:PORT]/NAME[:TAG|@sha256:DIGEST], or oci://… (a
+ * HOST without '.' or ':' is a Docker Hub name).  Every blob is checked
+ * against its digest as it streams; layers go through the tar reader as
+ * they arrive, with no copy on disk.  Plain HTTP for loopback hosts (and
+ * with plain_http), HTTPS otherwise.  Credentials go to the registry's own
+ * origin only, never to a host it redirects to.  Errors are logged, naming
+ * ref.  See chunker/registry.c.
+ */
+struct registry_params {
+	const char *platform;       /* "os/arch[/variant]", or NULL = this host */
+	const char *creds;          /* "USER:PASS", or NULL */
+	const char *docker_config;  /* docker's config.json to take credentials from
+	                               (auths.HOST.auth) when creds is NULL; may be
+	                               NULL or missing */
+	const char *ca_file;        /* CA bundle for HTTPS, or NULL = the system's */
+	bool plain_http;            /* http:// for any host */
+};
+
+/* Whether source names a registry image (docker:// or oci://). */
+bool source_is_registry(const char *source);
+int source_registry(struct build *b, const char *ref, const struct registry_params *p);
 
 #endif

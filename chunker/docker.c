@@ -360,14 +360,14 @@ out:
 
 int docker_build(struct build *b, const char *path, const char *platform)
 {
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = build_get_params(b)->tmp_dir;
 	char dir[PATH_MAX];
 	int root, r;
 
 	if (!tmp || !tmp[0])
 		tmp = "/tmp";
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/lazyroot-docker-XXXXXX", tmp) >= sizeof(dir))
-		return log_error(-ENAMETOOLONG, "TMPDIR too long");
+		return log_error(-ENAMETOOLONG, "scratch directory '%s': too long", tmp);
 	if (!mkdtemp(dir))
 		return log_errno(-errno, "%s: create a scratch directory in %s", path, tmp);
 	root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -35,10 +35,17 @@
 
 struct oci {
 	struct build *b;
-	int dirfd;
+	const struct oci_source *src;
 	const char *name;
+	const char *top;        /* the top document, for messages: "index.json" */
 	struct json **docs;     /* parsed documents that candidates point into */
 	size_t n_docs;
+};
+
+/* An image layout's blobs: files under blobs/sha256/ of the directory. */
+struct layout {
+	int dirfd;
+	const char *name;
 };
 
 struct platform {
@@ -97,7 +104,8 @@ static int descriptor(struct oci *o, const struct json *desc, const char *what, 
 	return 0;
 }
 
-static int open_blob(struct oci *o, const char *hex, uint64_t size, char *path, size_t pathlen)
+static int open_blob(struct layout *o, const char *hex, uint64_t size, char *path,
+                     size_t pathlen)
 {
 	struct stat st;
 	int fd;
@@ -121,7 +129,7 @@ static int open_blob(struct oci *o, const char *hex, uint64_t size, char *path, 
 	return fd;
 }
 
-static int check_digest(struct oci *o, const char *hex, struct sha256 *h)
+static int check_digest(const char *name, const char *hex, struct sha256 *h)
 {
 	uint8_t d[SHA256_SIZE];
 	char got[SHA256_HEX_SIZE];
@@ -130,7 +138,7 @@ static int check_digest(struct oci *o, const char *hex, struct sha256 *h)
 	hex_encode(d, sizeof(d), got);
 	if (strcmp(got, hex) != 0)
 		return log_error(-EBADMSG, "%s: blob sha256:%s: digest mismatch (content is sha256:%s)",
-		                 o->name, hex, got);
+		                 name, hex, got);
 	return 0;
 }
 
@@ -152,23 +160,19 @@ static int parse_doc(struct oci *o, const char *what, const struct buf *data,
 	return 0;
 }
 
-/* Read a small blob whole, verify it, and parse it. */
-static int read_json_blob(struct oci *o, const struct json *desc, const char *what,
-                          struct buf *raw, struct json **ret)
+/* A layout's small blob, read whole and verified. */
+static int layout_read_doc(void *ctx, bool manifest, const char *hex, uint64_t size,
+                           const char *what, struct buf *raw)
 {
+	struct layout *o = ctx;
 	_cleanup_close_ int fd = -1;
-	char hex[65], path[96];
-	uint64_t size;
+	char path[96];
 	struct sha256 h;
 	ssize_t n;
 	int r;
 
-	r = descriptor(o, desc, what, hex, &size);
-	if (r < 0)
-		return r;
-	if (size > OCI_JSON_MAX)
-		return log_error(-EFBIG, "%s: %s sha256:%s too large (%llu bytes)", o->name, what,
-		                 hex, (unsigned long long)size);
+	(void)manifest;
+	(void)what;
 	fd = open_blob(o, hex, size, path, sizeof(path));
 	if (fd < 0)
 		return fd;
@@ -184,13 +188,30 @@ static int read_json_blob(struct oci *o, const struct json *desc, const char *wh
 	raw->data[size] = 0;
 	sha256_init(&h);
 	sha256_update(&h, raw->data, raw->len);
-	r = check_digest(o, hex, &h);
+	return check_digest(o->name, hex, &h);
+}
+
+/* Read a small blob whole, verify it, and parse it. */
+static int read_json_blob(struct oci *o, const struct json *desc, const char *what, bool manifest,
+                          struct buf *raw, struct json **ret)
+{
+	char hex[65];
+	uint64_t size;
+	int r;
+
+	r = descriptor(o, desc, what, hex, &size);
+	if (r < 0)
+		return r;
+	if (size > OCI_JSON_MAX)
+		return log_error(-EFBIG, "%s: %s sha256:%s too large (%llu bytes)", o->name, what,
+		                 hex, (unsigned long long)size);
+	r = o->src->read_doc(o->src->ctx, manifest, hex, size, what, raw);
 	if (r < 0)
 		return r;
 	return parse_doc(o, what, raw, ret);
 }
 
-static int read_layout_file(struct oci *o, const char *path, struct json **ret)
+static int read_layout_file(struct oci *o, int dirfd, const char *path, struct json **ret)
 {
 	_cleanup_(buf_freep) struct buf data = BUF_INIT;
 	_cleanup_close_ int fd = -1;
@@ -198,7 +219,7 @@ static int read_layout_file(struct oci *o, const char *path, struct json **ret)
 	ssize_t n;
 	int r;
 
-	fd = open_beneath(o->dirfd, path, O_RDONLY);
+	fd = open_beneath(dirfd, path, O_RDONLY);
 	if (fd < 0)
 		return log_errno(fd, "%s: %s", o->name, path);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
@@ -342,7 +363,7 @@ static int collect(struct oci *o, const struct json *index, const char *what, un
 
 			if (depth >= OCI_INDEX_DEPTH)
 				return log_error(-ELOOP, "%s: image indexes nested too deep", o->name);
-			r = read_json_blob(o, d, "image index", &raw, &sub);
+			r = read_json_blob(o, d, "image index", true, &raw, &sub);
 			if (r < 0)
 				return r;
 			r = keep_doc(o, sub);
@@ -393,7 +414,7 @@ static int pick(struct oci *o, const struct candidate *c, size_t n, const char *
 	size_t i;
 
 	if (n == 0)
-		return log_error(-ENOENT, "%s: no image manifest in index.json", o->name);
+		return log_error(-ENOENT, "%s: no image manifest in %s", o->name, o->top);
 	/* A lone manifest is the image, unless it says it is for another
 	 * platform than the one asked for. */
 	if (n == 1 && (!platform || !c[0].has_plat)) {
@@ -438,14 +459,46 @@ static int pick(struct oci *o, const struct candidate *c, size_t n, const char *
 
 /* ---- the manifest and its layers ------------------------------------------------ */
 
-static int apply_layer(struct oci *o, const struct json *desc, size_t i)
+/* A layout's layer blob through the tar reader into the build. */
+static int layout_apply_layer(void *ctx, struct build *b, const char *hex, uint64_t size,
+                              const char *what)
 {
+	struct layout *o = ctx;
 	_cleanup_close_ int fd = -1;
 	struct tar_reader *rd = NULL;
-	const char *mt = json_get_cstr(desc, "mediaType");
-	char hex[65], path[96], what[32], name[PATH_MAX + 128];
-	uint64_t size, raw = 0;
+	char path[96], name[PATH_MAX + 128];
+	uint64_t raw = 0;
 	struct sha256 h;
+	int r;
+
+	(void)what;
+	fd = open_blob(o, hex, size, path, sizeof(path));
+	if (fd < 0)
+		return fd;
+	snprintf(name, sizeof(name), "%s/%s", o->name, path);
+
+	r = tar_reader_new(fd, name, &rd);
+	if (r < 0)
+		return r;
+	sha256_init(&h);
+	tar_reader_hash(rd, &h);
+	r = tar_apply(b, rd, name, true);
+	if (r >= 0)
+		r = tar_reader_finish(rd, &raw);
+	tar_reader_free(rd);
+	if (r < 0)
+		return r;
+	if (raw != size)
+		return log_error(-EBADMSG, "%s: blob sha256:%s changed while read (%llu bytes)",
+		                 o->name, hex, (unsigned long long)raw);
+	return check_digest(o->name, hex, &h);
+}
+
+static int apply_layer(struct oci *o, const struct json *desc, size_t i)
+{
+	const char *mt = json_get_cstr(desc, "mediaType");
+	char hex[65], what[32];
+	uint64_t size;
 	size_t k;
 	int r;
 
@@ -459,42 +512,21 @@ static int apply_layer(struct oci *o, const struct json *desc, size_t i)
 	r = descriptor(o, desc, what, hex, &size);
 	if (r < 0)
 		return r;
-	fd = open_blob(o, hex, size, path, sizeof(path));
-	if (fd < 0)
-		return fd;
-	snprintf(name, sizeof(name), "%s/%s", o->name, path);
-
 	image_tree_set_layer(build_tree(o->b), (unsigned)i);
-	r = tar_reader_new(fd, name, &rd);
-	if (r < 0)
-		return r;
-	sha256_init(&h);
-	tar_reader_hash(rd, &h);
-	r = tar_apply(o->b, rd, name, true);
-	if (r >= 0)
-		r = tar_reader_finish(rd, &raw);
-	tar_reader_free(rd);
-	if (r < 0)
-		return r;
-	if (raw != size)
-		return log_error(-EBADMSG, "%s: blob sha256:%s changed while read (%llu bytes)",
-		                 o->name, hex, (unsigned long long)raw);
-	return check_digest(o, hex, &h);
+	return o->src->apply_layer(o->src->ctx, o->b, hex, size, what);
 }
 
-static int apply_manifest(struct oci *o, const struct json *desc)
+/* The image manifest m (parsed): its config, then its layers in order. */
+static int apply_manifest_doc(struct oci *o, const struct json *m)
 {
-	_cleanup_(buf_freep) struct buf mraw = BUF_INIT, craw = BUF_INIT;
-	struct json *m = NULL, *config = NULL;
+	_cleanup_(buf_freep) struct buf craw = BUF_INIT;
+	struct json *config = NULL;
 	const struct json *cdesc, *layers;
 	const char *mt, *cmt;
 	int64_t schema;
 	size_t i;
 	int r;
 
-	r = read_json_blob(o, desc, "manifest", &mraw, &m);
-	if (r < 0)
-		return r;
 	r = -EBADMSG;
 	mt = json_get_cstr(m, "mediaType");
 	if (json_int(json_get(m, "schemaVersion"), &schema) < 0 || schema != 2) {
@@ -513,7 +545,7 @@ static int apply_manifest(struct oci *o, const struct json *desc)
 		r = -EPROTONOSUPPORT;
 		goto out;
 	}
-	r = read_json_blob(o, cdesc, "config", &craw, &config);
+	r = read_json_blob(o, cdesc, "config", false, &craw, &config);
 	if (r < 0)
 		goto out;
 	r = image_tree_set_config(build_tree(o->b), craw.data, craw.len);
@@ -533,23 +565,94 @@ static int apply_manifest(struct oci *o, const struct json *desc)
 	}
 	r = 0;
 out:
-	json_free(m);
 	json_free(config);
+	return r;
+}
+
+static int apply_manifest(struct oci *o, const struct json *desc)
+{
+	_cleanup_(buf_freep) struct buf mraw = BUF_INIT;
+	struct json *m = NULL;
+	int r;
+
+	r = read_json_blob(o, desc, "manifest", true, &mraw, &m);
+	if (r < 0)
+		return r;
+	r = apply_manifest_doc(o, m);
+	json_free(m);
+	return r;
+}
+
+/* An image index: pick a manifest by platform and apply it. */
+static int apply_index(struct oci *o, const struct json *index, const char *platform)
+{
+	struct candidate *cands = NULL;
+	const struct json *chosen = NULL;
+	size_t n = 0;
+	int r;
+
+	r = collect(o, index, o->top, 0, &cands, &n);
+	if (r >= 0)
+		r = pick(o, cands, n, platform, &chosen);
+	if (r >= 0)
+		r = apply_manifest(o, chosen);
+	free(cands);
+	return r;
+}
+
+static void oci_done(struct oci *o)
+{
+	size_t i;
+
+	for (i = 0; i < o->n_docs; i++)
+		json_free(o->docs[i]);
+	free(o->docs);
+}
+
+int oci_apply_doc(struct build *b, const struct oci_source *src, const char *platform,
+                  const char *mt, const struct buf *doc)
+{
+	struct oci o = { .b = b, .src = src, .name = src->name, .top = "the image index" };
+	struct json *top = NULL;
+	int64_t schema;
+	int r;
+
+	r = parse_doc(&o, "manifest", doc, &top);
+	if (r < 0)
+		return r;
+	if (!mt)
+		mt = json_get_cstr(top, "mediaType");
+	if (json_int(json_get(top, "schemaVersion"), &schema) < 0 || schema != 2) {
+		r = log_error(-EPROTONOSUPPORT, "%s: manifest: schemaVersion is not 2", o.name);
+	} else if (is_index_type(mt)) {
+		r = apply_index(&o, top, platform);
+	} else if (is_manifest_type(mt)) {
+		r = apply_manifest_doc(&o, top);
+	} else {
+		r = log_error(-EPROTONOSUPPORT, "%s: unsupported manifest media type '%.100s'", o.name,
+		              mt ? mt : "(none)");
+	}
+	oci_done(&o);
+	json_free(top);
 	return r;
 }
 
 int oci_build(struct build *b, int dirfd, const char *name, const char *platform)
 {
-	struct oci o = { .b = b, .dirfd = dirfd, .name = name };
+	struct layout lay = { .dirfd = dirfd, .name = name };
+	const struct oci_source src = {
+		.name = name,
+		.read_doc = layout_read_doc,
+		.apply_layer = layout_apply_layer,
+		.ctx = &lay,
+	};
+	struct oci o = { .b = b, .src = &src, .name = name, .top = "index.json" };
 	struct json *layout = NULL, *index = NULL;
-	struct candidate *cands = NULL;
-	const struct json *chosen = NULL;
 	const char *ver;
 	int64_t schema;
-	size_t n = 0, i;
 	int r;
 
-	r = read_layout_file(&o, "oci-layout", &layout);
+	r = read_layout_file(&o, dirfd, "oci-layout", &layout);
 	if (r < 0)
 		return r;
 	ver = json_get_cstr(layout, "imageLayoutVersion");
@@ -558,23 +661,16 @@ int oci_build(struct build *b, int dirfd, const char *name, const char *platform
 		              ver ? ver : "(none)");
 		goto out;
 	}
-	r = read_layout_file(&o, "index.json", &index);
+	r = read_layout_file(&o, dirfd, "index.json", &index);
 	if (r < 0)
 		goto out;
 	if (json_int(json_get(index, "schemaVersion"), &schema) < 0 || schema != 2) {
 		r = log_error(-EBADMSG, "%s: index.json: schemaVersion is not 2", name);
 		goto out;
 	}
-	r = collect(&o, index, "index.json", 0, &cands, &n);
-	if (r >= 0)
-		r = pick(&o, cands, n, platform, &chosen);
-	if (r >= 0)
-		r = apply_manifest(&o, chosen);
+	r = apply_index(&o, index, platform);
 out:
-	free(cands);
-	for (i = 0; i < o.n_docs; i++)
-		json_free(o.docs[i]);
-	free(o.docs);
+	oci_done(&o);
 	json_free(index);
 	json_free(layout);
 	return r;

@@ -55,6 +55,8 @@ struct ext {
 
 struct tar_reader {
 	int fd;
+	tar_read_fn read_fn;               /* instead of fd when set */
+	void *read_ctx;
 	const char *name;
 	enum codec codec;
 	bool seekable;                     /* plain regular file, not hashed */
@@ -97,17 +99,31 @@ struct tar_reader {
 
 /* ---- raw input and decompression ------------------------------------------ */
 
+/* Up to len raw bytes from the input: their count, 0 at its end, -errno
+ * (logged: here for an fd, by the function for a read_fn). */
+static ssize_t raw_read(struct tar_reader *r, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (r->read_fn)
+		return r->read_fn(r->read_ctx, buf, len);
+	do
+		n = read(r->fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return log_errno(-errno, "%s: read", r->name);
+	return n;
+}
+
 static int raw_fill(struct tar_reader *r)
 {
 	ssize_t n;
 
 	if (r->in_pos < r->in_len || r->in_eof)
 		return 0;
-	n = read(r->fd, r->in, TAR_IN_SIZE);
-	while (n < 0 && errno == EINTR)
-		n = read(r->fd, r->in, TAR_IN_SIZE);
+	n = raw_read(r, r->in, TAR_IN_SIZE);
 	if (n < 0)
-		return log_errno(-errno, "%s: read", r->name);
+		return (int)n;
 	r->in_pos = 0;
 	r->in_len = (size_t)n;
 	if (n == 0)
@@ -326,6 +342,17 @@ int tar_reader_new(int fd, const char *name, struct tar_reader **ret)
 	return 0;
 }
 
+int tar_reader_new_fn(tar_read_fn fn, void *ctx, const char *name, struct tar_reader **ret)
+{
+	int r = tar_reader_new(-1, name, ret);
+
+	if (r < 0)
+		return r;
+	(*ret)->read_fn = fn;
+	(*ret)->read_ctx = ctx;
+	return 0;
+}
+
 void tar_reader_hash(struct tar_reader *r, struct sha256 *h)
 {
 	r->hash = h;
@@ -398,12 +425,10 @@ static int detect(struct tar_reader *r)
 	if (k < 0)
 		return k;
 	while (r->in_len - r->in_pos < sizeof(m) && !r->in_eof) {
-		ssize_t n = read(r->fd, r->in + r->in_len, TAR_IN_SIZE - r->in_len);
+		ssize_t n = raw_read(r, r->in + r->in_len, TAR_IN_SIZE - r->in_len);
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
-			return log_errno(-errno, "%s: read", r->name);
+			return (int)n;
 		if (n == 0) {
 			r->in_eof = r->in_len == r->in_pos;
 			break;

@@ -7,6 +7,10 @@
  * device is polled through the ring and requests are handled on the loop's
  * thread; a read whose chunks must be fetched returns at once and is answered
  * from the loop when they arrive, so a waiting read holds no thread.
+ *
+ * A mount outlives the process serving it when another holds its /dev/fuse
+ * descriptor and state file (the node's holder): fs_adopt() in a new process
+ * takes the connection over, and fs_leave() hands it on.
  */
 #ifndef LAZYROOT_FS_H
 #define LAZYROOT_FS_H
@@ -42,8 +46,10 @@ struct fs_params {
 	 * trip for every open of every file (see fs_open in fs.c). */
 	bool no_passthrough;
 	/* Never ask idle CPUs to poll while requests are being served (the
-	 * CPU latency request of FS_CPU_HOLD_NS in fs.c). */
+	 * CPU latency request of fs/session.c, "holding the CPUs awake"). */
 	bool no_cpu_latency;
+	/* ... held until this long after the last request (0: FS_CPU_HOLD_MS) */
+	unsigned cpu_hold_ms;
 	bool debug;                  /* FUSE debug output on stderr */
 	/* Note the image's chunks in the order they are first read through this
 	 * mount (fs_trace), hits and misses alike.  Implies no_passthrough: a
@@ -63,6 +69,24 @@ struct fs_params {
 	unsigned profile_window;
 	uint64_t profile_bytes;
 	unsigned profile_inflight;
+	/* The connection's state file (fs_state_new()), or 0 or -1 for none
+	 * (a mount nobody takes over; 0 so that a zeroed fs_params means none,
+	 * a state file is never standard input): what a later
+	 * worker needs to take the connection over (the kernel's INIT request
+	 * as it came, directory parents, the opens the kernel holds with their
+	 * passthrough backing ids), written as the fs serves.  Borrowed: the
+	 * caller (the node's holder) keeps it open. */
+	int state_fd;
+};
+
+/* What fs_get_status() reports of one mount. */
+struct fs_status {
+	uint64_t requests;           /* requests read by this fs */
+	uint64_t resends;            /* FUSE_NOTIFY_RESEND sent (one per takeover) */
+	uint32_t open_files;         /* opens the kernel holds that the fs counts
+	                              * (those of passthrough candidates, when
+	                              * passthrough is on; 0 otherwise) */
+	bool adopted;                /* taken over from an earlier worker */
 };
 
 #define FS_PROFILE_WINDOW 64
@@ -84,6 +108,34 @@ int fs_find_mount(const char *mountpoint, dev_t *ret_dev);
 /* With p->record: the chunk indices first read so far, in order (borrowed:
  * valid until the next request is served or the fs is freed). */
 const uint32_t *fs_trace(const struct fs *f, size_t *ret_n);
+/* A new, empty state file (a memfd) for fs_params.state_fd.  Returns an fd
+ * (O_CLOEXEC) or -errno. */
+int fs_state_new(void);
+/* The /dev/fuse descriptor of f's connection (borrowed: valid until fs_free
+ * or fs_leave).  While any process holds a copy of it the mount stays alive,
+ * and requests wait in the kernel for the next worker. */
+int fs_fuse_fd(const struct fs *f);
+/* Serve an existing connection: *fuse_fd is a /dev/fuse descriptor of a
+ * mount made by fs_mount() (in this process or a dead one) at p->mountpoint,
+ * p->state_fd its state file.  Restores the negotiated INIT and the open
+ * state, then has the kernel resend every request the previous worker read
+ * but did not answer (FUSE_NOTIFY_RESEND).  Takes *fuse_fd, on failure too
+ * (sets it to -1).  Errors: -ENOTCONN, the state file holds no INIT (the
+ * connection never had one answered); -EOPNOTSUPP, the kernel cannot resend
+ * (before Linux 6.9: a request the dead worker read would never be
+ * answered); -ESTALE, the state file is another image's.  On any error end
+ * the connection with fs_abort_mount() (its readers get ENOTCONN, none
+ * waits forever) and mount again. */
+int fs_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret);
+/* Stop serving f without unmounting: read no more requests, run the loop
+ * until replies under way have gone out, free f.  The mount and connection
+ * stay for the next worker, to which the kernel resends what is unanswered. */
+void fs_leave(struct fs *f);
+/* End a connection that nobody will serve: detach the lazyroot mount at
+ * mountpoint and abort its connection (readers get ENOTCONN, nothing
+ * hangs).  -ENOENT when no lazyroot mount is there. */
+int fs_abort_mount(const char *mountpoint);
+void fs_get_status(const struct fs *f, struct fs_status *ret);
 /* Unmount if still mounted and free.  Runs the loop until the fs's reads in
  * flight are answered and its session has ended. */
 void fs_free(struct fs *f);

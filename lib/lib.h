@@ -141,6 +141,10 @@ int fsync_dir_of(const char *path);
 int parse_size(const char *s, uint64_t *ret);
 /* "12" → 12; rejects trailing junk and overflow. */
 int parse_uint(const char *s, uint64_t max, uint64_t *ret);
+/* A duration → milliseconds: a whole number with a unit "ms", "s", "m" or
+ * "h", or a bare number in unit_ms milliseconds ("30" with unit_ms 1000 is
+ * 30 s).  -EINVAL for anything else or more than max_ms. */
+int parse_duration(const char *s, uint64_t unit_ms, uint64_t max_ms, uint64_t *ret_ms);
 /* Human-readable size into out (e.g. "1.4 MiB"). */
 const char *format_size(uint64_t n, char *out, size_t outlen);
 

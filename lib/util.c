@@ -1,4 +1,5 @@
 /* util.c — buffers, whole-file I/O, atomic writes, size parsing, time. */
+#include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -268,6 +269,35 @@ int parse_uint(const char *s, uint64_t max, uint64_t *ret)
 	if (errno || *end || v > max)
 		return -EINVAL;
 	*ret = v;
+	return 0;
+}
+
+int parse_duration(const char *s, uint64_t unit_ms, uint64_t max_ms, uint64_t *ret_ms)
+{
+	static const struct { const char *name; uint64_t ms; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+	};
+	char *end;
+	unsigned long long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end) {
+		size_t i;
+
+		for (i = 0; i < ARRAY_SIZE(units) && strcmp(end, units[i].name); i++)
+			;
+		if (i == ARRAY_SIZE(units))
+			return -EINVAL;
+		unit_ms = units[i].ms;
+	}
+	if (unit_ms && v > max_ms / unit_ms)
+		return -EINVAL;
+	*ret_ms = v * unit_ms;
 	return 0;
 }
 

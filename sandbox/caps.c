@@ -1,7 +1,9 @@
 /*
  * caps.c — drop every capability: bounding and ambient sets first (that
- * needs CAP_SETPCAP), then inheritable, permitted and effective.  Raw
- * syscalls, so that the launcher needs no libcap.
+ * needs CAP_SETPCAP), then inheritable, permitted and effective; and raise
+ * the effective set again for the launcher, which clones a sandbox with its
+ * effective uid set to the sandbox's own (launch.c).  Raw syscalls, so that
+ * the launcher needs no libcap.
  */
 #include <linux/capability.h>
 #include <sys/prctl.h>
@@ -32,5 +34,19 @@ int caps_drop_all(void)
 	memset(d, 0, sizeof(d));
 	if (syscall(SYS_capset, &h, d) < 0)
 		return log_errno(-errno, "drop the capabilities");
+	return 0;
+}
+
+int caps_raise_effective(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -errno;
+	for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++)
+		d[i].effective = d[i].permitted;
+	if (syscall(SYS_capset, &h, d) < 0)
+		return -errno;
 	return 0;
 }

@@ -121,40 +121,39 @@ int lock_file_at(int dfd, const char *name, bool create)
 	return -EAGAIN;
 }
 
-/* $LAZYROOT_RECORD_DIR, else /run/lazyroot/launchers: launchers and
+/* The node's record directory (docs/settings.md: record_dir): launchers and
  * collectors that share one see each other's sandboxes (tests keep theirs
  * apart from whatever else runs on the host). */
-static const char *record_dir(void)
+static const char *record_dir(const struct sandbox_node *n)
 {
-	const char *d = getenv("LAZYROOT_RECORD_DIR");
-
-	return d && d[0] == '/' ? d : RECORD_DIR_DEFAULT;
+	return n->record_dir ? n->record_dir : RECORD_DIR_DEFAULT;
 }
 
-static int open_record_dir(bool create)
+static int open_record_dir(const char *dir, bool create)
 {
-	int fd = open(record_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0 && errno == ENOENT && create) {
-		int r = mkdir_p(record_dir(), 0755);
+		int r = mkdir_p(dir, 0755);
 
 		if (r < 0)
-			return log_errno(r, "launcher record directory '%s'", record_dir());
-		fd = open(record_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			return log_errno(r, "launcher record directory '%s'", dir);
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	return fd < 0 ? -errno : fd;
 }
 
-int launch_record_open(const char *name, struct launch_record *rec)
+int launch_record_open(const struct sandbox_node *n, const char *name, struct launch_record *rec)
 {
-	_cleanup_close_ int dfd = open_record_dir(true);
+	const char *dir = record_dir(n);
+	_cleanup_close_ int dfd = open_record_dir(dir, true);
 	char head[64];
 	struct stat st;
 	bool empty;
 	int fd, r;
 
 	if (dfd < 0)
-		return log_errno(dfd, "launcher record directory '%s'", record_dir());
+		return log_errno(dfd, "launcher record directory '%s'", dir);
 	/* Held for a moment by a collector removing a dead launcher's record of
 	 * the same name (pids wrap): wait up to a second before calling it in
 	 * use. */
@@ -163,9 +162,9 @@ int launch_record_open(const char *name, struct launch_record *rec)
 	if (fd == -EBUSY)
 		return log_error(-EBUSY, "sandbox name '%s' is in use by a running launcher", name);
 	if (fd < 0)
-		return log_errno(fd, "launcher record '%s/%s'", record_dir(), name);
+		return log_errno(fd, "launcher record '%s/%s'", dir, name);
 	rec->fd = fd;
-	if (asprintf(&rec->path, "%s/%s", record_dir(), name) < 0) {
+	if (asprintf(&rec->path, "%s/%s", dir, name) < 0) {
 		rec->path = NULL;
 		launch_record_close(rec, true);
 		return -ENOMEM;
@@ -221,10 +220,11 @@ void launch_record_close(struct launch_record *rec, bool remove)
 	rec->path = NULL;
 }
 
-int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
-               struct sandbox_gc_result *ret)
+int sandbox_gc(const struct sandbox_node *n, void (*removed)(const char *name, void *ud),
+               void *ud, struct sandbox_gc_result *ret)
 {
-	_cleanup_close_ int dfd = open_record_dir(false);
+	const char *dir = record_dir(n);
+	_cleanup_close_ int dfd = open_record_dir(dir, false);
 	struct sandbox_gc_result res = { 0 };
 	DIR *d;
 	struct dirent *e;
@@ -232,10 +232,10 @@ int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
 	if (dfd == -ENOENT)
 		goto out;   /* no launcher ever ran here */
 	if (dfd < 0)
-		return log_errno(dfd, "gc: '%s'", record_dir());
+		return log_errno(dfd, "gc: '%s'", dir);
 	d = fdopendir(dfd);
 	if (!d)
-		return log_errno(-errno, "gc: '%s'", record_dir());
+		return log_errno(-errno, "gc: '%s'", dir);
 	dfd = -1;
 	while ((e = readdir(d))) {
 		int fd;
@@ -266,9 +266,9 @@ out:
 	return res.failed ? -EBUSY : 0;
 }
 
-void sandbox_gc_maybe(void)
+void sandbox_gc_maybe(const struct sandbox_node *n)
 {
-	_cleanup_close_ int dfd = open_record_dir(false);
+	_cleanup_close_ int dfd = open_record_dir(record_dir(n), false);
 	struct timespec now;
 	struct stat st;
 	int fd;
@@ -284,6 +284,6 @@ void sandbox_gc_maybe(void)
 		return;
 	futimens(fd, NULL);
 	close(fd);
-	(void)sandbox_gc(NULL, NULL, NULL);
-	(void)sandbox_pool_gc(SANDBOX_POOL_IDLE, NULL);
+	(void)sandbox_gc(n, NULL, NULL, NULL);
+	(void)sandbox_pool_gc(n, SANDBOX_POOL_IDLE, NULL);
 }

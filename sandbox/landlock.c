@@ -19,10 +19,12 @@
  * /proc, /sys and /dev need no rule of their own: their mounts are read-only
  * where it matters (setup.c).
  *
- * A hidden directory is also covered by an empty tmpfs with mode 000, so that
- * not even its entries' names can be listed; a hidden file has no right at
- * all.  Landlock also checks opens submitted through io_uring, which seccomp
- * does not see.
+ * Landlock cannot refuse metadata changes (chmod, chown, utime, xattrs) nor
+ * hide a file from stat, so the levels are also mounts (apply_mounts):
+ * read-only paths read-only binds, hidden ones covered by an empty mode-000
+ * directory or file, so that not even a hidden directory's entries' names nor
+ * a hidden file's size, times or xattrs show.  Landlock also checks opens
+ * submitted through io_uring, which seccomp does not see.
  *
  * TCP ports: bind and connect are each either unrestricted or limited to a
  * port list (Landlock filters on ports, not addresses; the cgroup BPF
@@ -39,6 +41,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 
 #include "lib/lib.h"
@@ -242,16 +245,117 @@ static int emit(struct rules *rs, int fd, const char *path, enum level level)
 	return r;
 }
 
-/* An empty, read-only tmpfs with mode 000 over the directory path. */
-static int cover(const char *path)
-{
-	struct stat st;
+/* ---- mounts: what Landlock cannot refuse ---------------------------------- */
 
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;   /* missing: nothing to hide; a file: Landlock alone */
-	if (mount("hidden", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-	          "mode=000,size=4k,nr_inodes=1") < 0)
-		return log_errno(-errno, "hide '%s'", path);
+/* The mount id of path, or 0. */
+static uint64_t mount_id(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) < 0 ||
+	    !(stx.stx_mask & STATX_MNT_ID))
+		return 0;
+	return stx.stx_mnt_id;
+}
+
+/* The flags of path's mount, as mount(2) takes them, but MS_RDONLY. */
+static unsigned long mount_flags(const char *path)
+{
+	static const struct { unsigned long st, ms; } map[] = {
+		{ ST_NOSUID, MS_NOSUID }, { ST_NODEV, MS_NODEV }, { ST_NOEXEC, MS_NOEXEC },
+		{ ST_NOATIME, MS_NOATIME }, { ST_NODIRATIME, MS_NODIRATIME },
+		{ ST_RELATIME, MS_RELATIME },
+	};
+	struct statvfs sv;
+	unsigned long f = 0;
+
+	if (statvfs(path, &sv) < 0)
+		return MS_NOSUID | MS_NODEV;
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (sv.f_flag & map[i].st)
+			f |= map[i].ms;
+	return f;
+}
+
+/* Remount path's own mount (root: in place) or a bind of path onto itself
+ * read-only or writable, keeping its other flags. */
+static int remount(const char *path, bool ro, bool in_place)
+{
+	unsigned long f = mount_flags(path) | MS_BIND | MS_REMOUNT | (ro ? MS_RDONLY : 0);
+
+	if (!in_place && mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return log_errno(-errno, "bind '%s'", path);
+	if (mount(NULL, path, NULL, f, NULL) < 0)
+		return log_errno(-errno, "remount '%s' %s", path, ro ? "read-only" : "writable");
+	return 0;
+}
+
+static int by_length(const void *a, const void *b)
+{
+	size_t la = strlen(((const struct special *)a)->path);
+	size_t lb = strlen(((const struct special *)b)->path);
+
+	return la < lb ? -1 : la > lb;
+}
+
+/*
+ * Landlock ABI 7 has no right for a file's metadata: chmod, chown, utime and
+ * extended attributes pass wherever the owner may (and the sandbox's root
+ * owns the image's files), and stat shows a hidden file's size, times and
+ * extended attributes.  So the levels are also mounts, as bwrap's --ro-bind:
+ * "/" read-only in place unless writable, a read-only path a read-only bind
+ * of itself, a writable path beneath a read-only one a writable bind of
+ * itself (only where that path lies on a mount made read-only here: a
+ * read-only bind of the policy stays read-only), and each hidden path covered
+ * by an empty, read-only, mode-000 directory or file (mask_path).  Shortest
+ * paths first, so that a longer one is mounted over the shorter one's mount.
+ * Renames and links between two of these mounts fail with EXDEV.
+ */
+static int apply_mounts(struct rules *rs)
+{
+	_cleanup_free_ uint64_t *made_ro = calloc(rs->n + 1, sizeof(*made_ro));
+	size_t n_ro = 0;
+	int r;
+
+	if (!made_ro)
+		return -ENOMEM;
+	qsort(rs->v, rs->n, sizeof(*rs->v), by_length);
+	if (level_of(rs, "/") != LEVEL_RW) {
+		r = remount("/", true, true);
+		if (r < 0)
+			return r;
+		made_ro[n_ro++] = mount_id("/");
+	}
+	for (size_t i = 0; i < rs->n; i++) {
+		const char *p = rs->v[i].path;
+		struct statvfs sv;
+		bool ro, want_ro = rs->v[i].level == LEVEL_RO, ours = false;
+		uint64_t id;
+
+		if (rs->v[i].level == LEVEL_HIDDEN || !strcmp(p, "/"))
+			continue;
+		if (statvfs(p, &sv) < 0)
+			return log_errno(-errno, "landlock: path '%s'", p);
+		ro = sv.f_flag & ST_RDONLY;
+		if (ro == want_ro)
+			continue;
+		id = mount_id(p);
+		for (size_t j = 0; j < n_ro; j++)
+			ours |= id && made_ro[j] == id;
+		if (!want_ro && !ours)
+			continue;   /* a read-only mount of the policy's own (a bind) */
+		r = remount(p, want_ro, false);
+		if (r < 0)
+			return r;
+		if (want_ro)
+			made_ro[n_ro++] = mount_id(p);
+	}
+	for (size_t i = 0; i < rs->n; i++)
+		if (rs->v[i].level == LEVEL_HIDDEN) {
+			r = mask_path(AT_FDCWD, rs->v[i].path);
+			if (r < 0)
+				return r;
+		}
 	return 0;
 }
 
@@ -312,11 +416,10 @@ int landlock_apply(const struct sandbox *sb)
 			r = add_special(&rs, sb->binds[i].dst, LEVEL_RW, true);
 	for (size_t i = 0; r == 0 && i < sb->read_only.n; i++)
 		r = add_special(&rs, sb->read_only.v[i], LEVEL_RO, true);
-	for (size_t i = 0; r == 0 && i < hidden.n; i++) {
+	for (size_t i = 0; r == 0 && i < hidden.n; i++)
 		r = add_special(&rs, hidden.v[i], LEVEL_HIDDEN, false);
-		if (r == 0)
-			r = cover(hidden.v[i]);
-	}
+	if (r == 0)
+		r = apply_mounts(&rs);
 	if (r < 0)
 		return r;
 

@@ -51,7 +51,8 @@ int sandbox_new(struct sandbox **ret)
 
 	if (!sb)
 		return -ENOMEM;
-	sb->uid_base = 2000000000u;
+	sb->ids_auto = true;
+	sb->ptys = 32;
 	sb->tmpfs_size = 256ull << 20;
 	sb->memory = 1ull << 30;
 	sb->pids = 256;
@@ -64,12 +65,18 @@ int sandbox_new(struct sandbox **ret)
 	sb->pool = true;
 	sb->tcp_bind.any = true;
 	sb->tcp_connect.any = true;
+	sb->socket_families = SANDBOX_FAMILY_ALL;
 	if (set_str(&sb->hostname, "sandbox") < 0 || set_str(&sb->workdir, "/") < 0) {
 		sandbox_free(sb);
 		return -ENOMEM;
 	}
 	*ret = sb;
 	return 0;
+}
+
+void sandbox_set_node(struct sandbox *sb, const struct sandbox_node *n)
+{
+	sb->node = *n;
 }
 
 void sandbox_free(struct sandbox *sb)
@@ -307,6 +314,34 @@ static int add_addr(struct sandbox_addr **list, size_t *n, const char *v)
 	return 0;
 }
 
+/* "none" or a comma-separated list of unix, inet, inet6, netlink. */
+static int parse_families(const char *v, unsigned *ret)
+{
+	static const char *const names[] = { "unix", "inet", "inet6", "netlink" };
+	_cleanup_free_ char *s = strdup(v);
+	unsigned bits = 0;
+
+	if (!s)
+		return -ENOMEM;
+	if (!strcmp(v, "none")) {
+		*ret = 0;
+		return 0;
+	}
+	for (char *save = NULL, *tok = strtok_r(s, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		size_t i = 0;
+
+		while (i < ARRAY_SIZE(names) && strcmp(tok, names[i]))
+			i++;
+		if (i == ARRAY_SIZE(names))
+			return -EINVAL;
+		bits |= 1u << i;
+	}
+	if (!bits)
+		return -EINVAL;
+	*ret = bits;
+	return 0;
+}
+
 static bool good_name(const char *v)
 {
 	return v[0] && v[0] != '.' && strlen(v) <= 64 &&
@@ -374,15 +409,28 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 	if (!strcmp(key, "bind"))
 		return add_bind(sb, v);
 	if (!strcmp(key, "uid_base")) {
+		if (!strcmp(v, "auto")) {
+			sb->ids_auto = true;
+			return 0;
+		}
 		if (parse_uint(v, UINT32_MAX - SANDBOX_ID_RANGE, &n) < 0 || n == 0)
 			return -EINVAL;
-		sb->uid_base = (uint32_t)n;
+		sb->ids_auto = false;
+		sb->uid_base = sb->gid_base = (uint32_t)n;
+		return 0;
+	}
+	if (!strcmp(key, "ptys")) {
+		if (parse_uint(v, 4096, &n) < 0 || n == 0)
+			return -EINVAL;
+		sb->ptys = (uint32_t)n;
 		return 0;
 	}
 	if (!strcmp(key, "landlock"))
 		return parse_bool(v, &sb->landlock);
 	if (!strcmp(key, "io_uring"))
 		return parse_bool(v, &sb->io_uring);
+	if (!strcmp(key, "socket_families"))
+		return parse_families(v, &sb->socket_families);
 	if (!strcmp(key, "sysfs"))
 		return parse_bool(v, &sb->sysfs);
 	if (!strcmp(key, "pool"))

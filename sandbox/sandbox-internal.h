@@ -13,6 +13,15 @@
 
 #define SANDBOX_ID_RANGE 65536u   /* ids 0..65535 exist inside */
 
+/* Socket families a policy may allow (socket_families); every other family
+ * is refused by the seccomp filter whatever the policy says.  The bit
+ * numbers are the generated filter's family numbers (gen/seccomp.c). */
+#define SANDBOX_FAMILY_UNIX    (1u << 0)
+#define SANDBOX_FAMILY_INET    (1u << 1)
+#define SANDBOX_FAMILY_INET6   (1u << 2)
+#define SANDBOX_FAMILY_NETLINK (1u << 3)   /* NETLINK_ROUTE only */
+#define SANDBOX_FAMILY_ALL     0xfu
+
 struct sandbox_bind {
 	char *src, *dst;
 	bool rw;
@@ -58,7 +67,10 @@ struct sandbox {
 	char *workdir;
 	uid_t uid;              /* inside the sandbox */
 	gid_t gid;
-	uint32_t uid_base;      /* host id that inside id 0 maps to */
+	bool ids_auto;          /* take the ids from the node's ranges (id_slot_take) */
+	uint32_t uid_base;      /* host uid that inside id 0 maps to, unless ids_auto */
+	uint32_t gid_base;      /* host gid that inside gid 0 maps to, unless ids_auto */
+	uint32_t ptys;          /* the sandbox's devpts instance holds at most this many */
 	uint64_t tmpfs_size;     /* also bounds /dev/shm, a directory on the same tmpfs */
 	uint64_t memory;        /* bytes; 0 = no limit */
 	uint64_t pids;          /* 0 = no limit */
@@ -69,6 +81,7 @@ struct sandbox {
 	bool kill_on_pids_limit;
 	bool sysfs;             /* mount a read-only sysfs on /sys */
 	bool pool;              /* take a pooled network namespace when the policy allows (pool.c) */
+	struct sandbox_node node;   /* the node's directories and pool switch (borrowed strings) */
 	char **env;             /* NAME=VALUE, NULL-terminated */
 	size_t n_env;
 	struct sandbox_bind *binds;
@@ -79,6 +92,7 @@ struct sandbox {
 	struct strv writable, read_only, hide;
 	struct sandbox_ports tcp_bind, tcp_connect;
 	bool io_uring;          /* let seccomp pass io_uring (Landlock and BPF still apply) */
+	unsigned socket_families;   /* SANDBOX_FAMILY_* bits socket() may make */
 	/* network allowlist and stages (netpolicy.c) */
 	struct sandbox_addr *allow;
 	size_t n_allow;
@@ -208,7 +222,7 @@ struct launch_record {
 /* Claim name: create and lock /run/lazyroot/launchers/NAME, first removing
  * what a dead launcher of the same name left.  -EBUSY (logged) when a live
  * launcher holds the name. */
-int launch_record_open(const char *name, struct launch_record *rec);
+int launch_record_open(const struct sandbox_node *n, const char *name, struct launch_record *rec);
 /* List the cgroups of cg in the record; call before making them. */
 int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg);
 /* Close the record, and remove it when what it lists is gone (remove);
@@ -216,7 +230,28 @@ int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *c
 void launch_record_close(struct launch_record *rec, bool remove);
 /* sandbox_gc, quietly and at most once every few seconds per host (one stat
  * otherwise): the start of every run calls it. */
-void sandbox_gc_maybe(void);
+void sandbox_gc_maybe(const struct sandbox_node *n);
+
+/* ---- host id ranges (pool.c) --------------------------------------------- */
+
+/* The host ids a sandbox's ids 0..65535 map to: a range of its own while it
+ * runs, locked in /run/lazyroot/ids, so that the kernel's per-user budgets
+ * (charged to host uids and to the owner of the sandbox's user namespace)
+ * are its own.  sandbox/POLICY.md, "Host ids", says where the ranges come
+ * from. */
+struct id_slot {
+	int lock_fd;            /* -1: the policy's fixed uid_base, nothing held */
+	uint32_t uid_base, gid_base;
+};
+#define ID_SLOT_INIT { -1, 0, 0 }
+/* Take a free range of the node's (policy ids_auto), or use the policy's
+ * fixed one.  -EBUSY (logged) when every range is in use; -errno. */
+int id_slot_take(const struct sandbox *sb, struct id_slot *s);
+/* Once every process of the sandbox is gone.  Safe on an untaken slot. */
+void id_slot_release(struct id_slot *s);
+/* Is uid one of the node's sandbox ranges (a host file owned by it belongs
+ * to some sandbox, maybe a running one)? */
+bool id_slot_node_owned(uid_t uid);
 
 /* ---- the network namespace pool (pool.c) -------------------------------- */
 
@@ -227,8 +262,9 @@ struct netns_slot {
 	int host_fd;            /* the launcher's own network namespace */
 	int stat_fd[3];         /* its sockstat, sockstat6 and unix, opened inside it */
 	int index;
+	const char *dir;        /* the pool directory it is in (borrowed from the sandbox) */
 };
-#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1 }
+#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1, NULL }
 void netns_slot_init(struct netns_slot *s);
 /* Take a free slot of the pool (making its namespace if the slot has none)
  * when pooling is on and the policy has no allowlist and no sysfs.  0 with
@@ -278,12 +314,18 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
                bool pooled_net);
 /* Bring up the loopback of the calling thread's network namespace; -errno. */
 int loopback_up(void);
+/* In the sandbox's init, once setup_root has made the mask source: cover
+ * path (relative to dirfd; a final symlink is not followed) with an empty,
+ * read-only, mode-000 directory or file, whichever it is, so that not even its
+ * size, times or extended attributes show.  A missing path is left alone. */
+int mask_path(int dirfd, const char *path);
 
 /* ---- seccomp (seccomp.c) ------------------------------------------------ */
 
-/* Load the filter into the calling thread (no_new_privs must be set).
- * allow_io_uring leaves the io_uring syscalls out of the refused set. */
-int seccomp_install(bool allow_io_uring);
+/* Load the filter into the calling thread (no_new_privs must be set): the
+ * one that lets io_uring through when sb->io_uring, socket() narrowed to
+ * sb->socket_families. */
+int seccomp_install(const struct sandbox *sb);
 
 /* ---- Landlock (landlock.c) ---------------------------------------------- */
 
@@ -309,6 +351,9 @@ const struct sandbox_stage *policy_start_stage(const struct sandbox *sb);
 int caps_drop_bounding(void);
 /* Empty the inheritable, permitted and effective sets. */
 int caps_drop_all(void);
+/* Copy the permitted set into the effective set (after a change of the
+ * effective uid from 0 cleared it). */
+int caps_raise_effective(void);
 
 /* ---- network allowlist and stages (netpolicy.c) ------------------------ */
 

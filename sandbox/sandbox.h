@@ -19,10 +19,13 @@
  * (sandbox_load_policy) and one at a time (sandbox_set), later settings
  * overriding earlier ones; list fields (env, bind) append instead.
  *
- * The launcher needs root: it maps the sandbox's ids 0..65535 to an unused
- * host range (uid_base) and shows the root filesystem through an idmapped
- * mount, so that files keep their owners inside while no sandbox process is
- * ever a host id that owns anything.
+ * The launcher needs root: it maps the sandbox's ids 0..65535 to a host
+ * range of the sandbox's own (uid_base: a block of the node's sandbox ranges
+ * while it runs, and the owner of its user namespace, so that the kernel's
+ * per-user budgets are its own) and shows the root filesystem through an
+ * idmapped mount, so that files keep their owners inside while no sandbox
+ * process is ever a host id that owns anything but what the sandbox wrote
+ * into a writable bind.
  *
  * The root filesystem is a directory or, for `lazyroot run IMAGE`, the
  * node's one FUSE mount of the image, shared by every sandbox of it.  That
@@ -60,6 +63,17 @@ int sandbox_new(struct sandbox **ret);
 /* NULL is accepted. */
 void sandbox_free(struct sandbox *sb);
 
+/* What the launchers of a node share, from the node's settings
+ * (docs/settings.md: pool, pool_dir, record_dir).  Zeroed: the defaults.
+ * Strings are borrowed: they must outlive the sandbox, or the gc call. */
+struct sandbox_node {
+	const char *pool_dir;     /* pooled namespaces and slots; NULL: /run/lazyroot/pool */
+	const char *record_dir;   /* launcher records; NULL: /run/lazyroot/launchers */
+	bool no_pool;             /* pool nothing, whatever the policy's pool field says */
+};
+/* Use n (copied; its strings borrowed) for sb's records and pools. */
+void sandbox_set_node(struct sandbox *sb, const struct sandbox_node *n);
+
 /* Set one policy field from its text form, as a policy file line would
  * ("memory", "512M").  -EINVAL (logged, naming key and value) for an unknown
  * key or a value that does not parse. */
@@ -90,11 +104,18 @@ struct sandbox_result {
 	uint64_t memory_peak;   /* bytes, from the memory cgroup; 0 when unknown */
 	uint64_t output_bytes;  /* stdout + stderr bytes passed through */
 	bool pids_limit_hit;    /* a fork failed on the pids limit */
+	bool stderr_open_line;  /* the sandbox's stderr did not end with a newline */
+	uint32_t uid_base;      /* host uid of id 0 inside (gid: gid_base) */
+	uint32_t gid_base;
 };
 
 /* Run argv[0] (searched in the sandbox's PATH) with the policy in force.
- * stdin is passed through; stdout and stderr are copied to the launcher's
- * own, up to the output cap.  Returns 0 once the sandbox is gone, with *ret
+ * stdin is passed when it is a regular file or a pipe (opened anew,
+ * read-only), else the command reads /dev/null: a terminal never reaches
+ * it.  stdout and stderr are copied to the launcher's own, up to the output
+ * cap, without the launcher ever waiting on them while the sandbox runs;
+ * once the sandbox is gone and cleaned up, sandbox_run may wait for its
+ * reader to take the rest (a SIGINT, SIGTERM or SIGHUP gives up).  Returns 0 once the sandbox is gone, with *ret
  * filled, whatever the command did; -errno (logged) when the sandbox could
  * not be set up, in which case nothing of it is left either. */
 int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret);
@@ -122,8 +143,8 @@ struct sandbox_gc_result {
  * called with each removed sandbox's name.  Returns 0, or -EBUSY (logged per
  * item) when something could not be removed; *ret (may be NULL) is filled
  * either way.  Needs root. */
-int sandbox_gc(void (*removed)(const char *name, void *ud), void *ud,
-               struct sandbox_gc_result *ret);
+int sandbox_gc(const struct sandbox_node *n, void (*removed)(const char *name, void *ud),
+               void *ud, struct sandbox_gc_result *ret);
 
 /* Seconds a pooled namespace may stay idle before a collection removes it. */
 #define SANDBOX_POOL_IDLE 600
@@ -140,6 +161,7 @@ struct sandbox_pool_gc_result {
  * "Pools"): those idle for max_idle seconds or more, every idle one when
  * max_idle <= 0, and those a dead launcher held.  Slots in use are left
  * alone.  -EBUSY (logged) when one could not be removed.  Needs root. */
-int sandbox_pool_gc(double max_idle, struct sandbox_pool_gc_result *ret);
+int sandbox_pool_gc(const struct sandbox_node *n, double max_idle,
+                    struct sandbox_pool_gc_result *ret);
 
 #endif

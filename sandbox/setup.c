@@ -14,13 +14,15 @@
  *   root/proc        a fresh proc of the sandbox's pid namespace, mounted
  *                    while the host's is still visible (the kernel requires
  *                    a fully visible proc to mount one in a user namespace);
- *                    sys, sysrq-trigger, irq, bus and fs made read-only
+ *                    sys, irq and bus made read-only, what shows the host
+ *                    (cmdline, config.gz, fs/, kallsyms, interrupts, …)
+ *                    masked with the tmpfs's empty mask/dir or mask/file
  *   root/sys         sysfs, read-only, when the policy asks for it; else the
  *                    tmpfs's empty sys/, bound read-only
  *   root/dev         the tmpfs's dev/, bound, read-only once filled: null,
  *                    zero, full, random, urandom and tty bound from the host
  *                    (mknod is not allowed in a user namespace), a new devpts
- *                    instance, shm (the tmpfs's shm/, bound, writable), and
+ *                    instance of at most `ptys` ptys, shm (the tmpfs's shm/, bound, writable), and
  *                    the fd, stdin, stdout, stderr and ptmx links
  *   binds            the launcher's idmapped mount trees, moved onto
  *                    targets resolved inside the new root (a symlink in the
@@ -30,7 +32,7 @@
  *
  * Superblocks are counted: every one registers a shrinker, and the kernel
  * gives every memory cgroup on the node a map sized by the highest shrinker
- * id ever allocated (bench/RESULTS.md, density).  A sandbox makes four here
+ * id ever allocated (docs/perf-log.md, "bench/launch/density").  A sandbox makes four here
  * (the tmpfs, the overlay, proc, devpts; sysfs a fifth when asked for) plus
  * the mqueue of its ipc namespace; /dev, /dev/shm and the empty /sys are
  * bind mounts of the one tmpfs, which make none.
@@ -151,17 +153,108 @@ static int make_target(int rootfd, const char *path, bool dir)
 	return -EINVAL;
 }
 
+/* ---- masks ------------------------------------------------------------------ */
+
+/* The tmpfs's mask/ (an empty directory and an empty file, both mode 000),
+ * a read-only mount of its own: every mask is a bind of one of the two, so
+ * masking makes no superblock (each costs every memory cgroup on the node,
+ * see the top of this file).  mask_fd, a detached clone of it made before
+ * the pivot, serves the masks made after it (mask_path). */
+static int mask_fd = -1;
+
+static int mask_init(void)
+{
+	int fd, r = make_dir(BASE "/mask", 0755);
+
+	if (r == 0)
+		r = make_dir(BASE "/mask/dir", 0);
+	if (r < 0)
+		return r;
+	fd = open(BASE "/mask/file", O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return log_errno(-errno, "create '%s'", BASE "/mask/file");
+	close(fd);
+	/* mkdir and open apply the umask: make sure both are 000 */
+	if (chmod(BASE "/mask/dir", 0) < 0 || chmod(BASE "/mask/file", 0) < 0)
+		return log_errno(-errno, "chmod '%s'", BASE "/mask");
+	/* A read-only mount of its own: every bind of it is read-only too. */
+	r = do_mount(BASE "/mask", BASE "/mask", NULL, MS_BIND, NULL);
+	if (r == 0)
+		r = do_mount(NULL, BASE "/mask", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+		             MS_NODEV | MS_NOEXEC, NULL);
+	if (r < 0)
+		return r;
+	fd = open_tree(AT_FDCWD, BASE "/mask", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (fd < 0)
+		return log_errno(-errno, "clone '%s'", BASE "/mask");
+	mask_fd = fd;
+	return 0;
+}
+
+/* Before the pivot: bind the mask's directory or file on path, which is of
+ * that kind or missing (then nothing is done).  One mount(2) each: a launch
+ * makes a dozen. */
+static int mask_before_pivot(const char *path, bool dir)
+{
+	if (mount(dir ? BASE "/mask/dir" : BASE "/mask/file", path, NULL, MS_BIND, NULL) < 0 &&
+	    errno != ENOENT)
+		return log_errno(-errno, "mask '%s'", path);
+	return 0;
+}
+
+int mask_path(int dirfd, const char *path)
+{
+	_cleanup_close_ int target = openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int src = -1;
+	struct stat st;
+
+	if (target < 0 && errno == ENOENT)
+		return 0;
+	if (target < 0 || fstat(target, &st) < 0)
+		return log_errno(-errno, "mask '%s'", path);
+	if (mask_fd < 0)
+		return log_error(-EINVAL, "mask '%s': no mask source", path);
+	src = open_tree(mask_fd, S_ISDIR(st.st_mode) ? "dir" : "file",
+	                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (src < 0)
+		return log_errno(-errno, "mask '%s'", path);
+	if (move_mount(src, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return log_errno(-errno, "mask '%s'", path);
+	return 0;
+}
+
+/* What of /proc shows the host rather than the sandbox, masked as container
+ * runtimes mask it (runc's maskedPaths, and more): the kernel's command line,
+ * build configuration, symbols, log, modules, keys, timers, interrupt counts
+ * (a side channel on the host's activity, as is pressure/), the host
+ * filesystems' internals (fs/: ext4 and jbd2 statistics of the host's disks),
+ * its drivers and ACPI tables.  What a kernel lacks is skipped. */
+static const char *const proc_masked_files[] = {
+	"cmdline", "config.gz", "bootconfig", "kallsyms", "kcore", "kmsg", "keys", "key-users",
+	"modules", "interrupts", "softirqs", "timer_list", "timer_stats", "sched_debug",
+	"latency_stats", "sysrq-trigger",
+};
+static const char *const proc_masked_dirs[] = {
+	"acpi", "asound", "scsi", "fs", "driver", "pressure", "dynamic_debug",
+};
+/* Read-only, as runc's readonlyPaths: the sandbox reads them, changes nothing. */
+static const char *const proc_ro[] = { "sys", "irq", "bus" };
+/* With sysfs: firmware tables, and the energy counters of powercap (a side
+ * channel: Platypus). */
+static const char *const sys_masked[] = { ROOT "/sys/firmware", ROOT "/sys/devices/virtual/powercap" };
+
 static int setup_proc(void)
 {
-	static const char *const ro[] = { "sys", "sysrq-trigger", "irq", "bus", "fs" };
 	char path[64];
 	int r;
 
 	r = own_dir(ROOT "/proc", 0555);
 	if (r == 0)
 		r = do_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(ro); i++) {
-		snprintf(path, sizeof(path), ROOT "/proc/%s", ro[i]);
+	if (r == 0)
+		r = mask_init();
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_ro); i++) {
+		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_ro[i]);
 		if (access(path, F_OK) < 0)
 			continue;
 		r = do_mount(path, path, NULL, MS_BIND | MS_REC, NULL);
@@ -169,10 +262,27 @@ static int setup_proc(void)
 			r = do_mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
 			             MS_NODEV | MS_NOEXEC, NULL);
 	}
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_files); i++) {
+		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_files[i]);
+		r = mask_before_pivot(path, false);
+	}
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_dirs); i++) {
+		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_dirs[i]);
+		r = mask_before_pivot(path, true);
+	}
 	return r;
 }
 
-static int setup_dev(void)
+static int mask_sys(void)
+{
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(sys_masked); i++)
+		r = mask_before_pivot(sys_masked[i], true);
+	return r;
+}
+
+static int setup_dev(const struct sandbox *sb)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
@@ -180,7 +290,7 @@ static int setup_dev(void)
 		{ "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
 		{ "pts/ptmx", "ptmx" },
 	};
-	char src[64], dst[128];
+	char src[64], dst[128], opts[96];
 	int r;
 
 	r = bind_dir(BASE "/dev", ROOT "/dev", false);
@@ -202,9 +312,13 @@ static int setup_dev(void)
 	}
 	if (r == 0)
 		r = make_dir(ROOT "/dev/pts", 0755);
+	/* The node's ptys are one pool (kernel.pty.max, less kernel.pty.reserve
+	 * kept for the host's own devpts): max= keeps one sandbox from taking
+	 * the others' share. */
+	snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=5,max=%u",
+	         (unsigned)sb->ptys);
 	if (r == 0)
-		r = do_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-		             "newinstance,ptmxmode=0666,mode=0620,gid=5");
+		r = do_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts);
 	if (r == 0)
 		r = bind_dir(BASE "/shm", ROOT "/dev/shm", false);
 	if (r == 0)
@@ -295,11 +409,13 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 		if (r == 0)
 			r = do_mount("sysfs", ROOT "/sys", "sysfs",
 			             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		if (r == 0)
+			r = mask_sys();
 	} else if (r == 0) {
 		r = bind_dir(BASE "/sys", ROOT "/sys", true);
 	}
 	if (r == 0)
-		r = setup_dev();
+		r = setup_dev(sb);
 	if (r == 0)
 		r = setup_binds(sb, bind_fds);
 	if (r < 0)

@@ -60,15 +60,7 @@ static struct dir_store *D(struct store *s)
 /* key → path relative to the root */
 static int dir_path(const char *key, char *out, size_t outlen)
 {
-	int n;
-
-	if (!strncmp(key, "chunks/", 7) && strlen(key + 7) >= 2 && !strchr(key + 7, '/'))
-		n = snprintf(out, outlen, "chunks/%.2s/%s", key + 7, key + 7);
-	else
-		n = snprintf(out, outlen, "%s", key);
-	if (n < 0 || (size_t)n >= outlen)
-		return -ENAMETOOLONG;
-	return 0;
+	return store_layout_path(key, out, outlen);
 }
 
 static int dir_get_now(struct store *s, const char *key, uint64_t off, uint64_t len,
@@ -551,36 +543,48 @@ static int names_add(struct name_list *l, const char *a, const char *b)
 	return 0;
 }
 
-/* Add every regular file under dir (relative to the root) as key prefix/… */
-static int list_walk(int root_fd, const char *dir, const char *keyprefix, bool fanout,
-                     struct name_list *l)
+/* Add every regular file under dir (relative to the root; "" for the root
+ * itself) as its key, with its size and mtime when ent is set. */
+static int list_walk(int root_fd, const char *dir, struct name_list *l, struct name_list *times)
 {
-	_cleanup_close_ int fd = openat(root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(root_fd, *dir ? dir : ".",
+	                                O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dp;
 	struct dirent *de;
 	int r = 0;
 
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
 	dp = fdopendir(fd);
 	if (!dp)
 		return -errno;
 	fd = -1;
 	while (r == 0 && (de = readdir(dp))) {
 		char sub[PATH_MAX], key[PATH_MAX];
+		struct stat st;
+		unsigned char type = de->d_type;
 
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
-		if (de->d_type == DT_DIR) {
-			if (fanout)
-				r = list_walk(root_fd, sub, keyprefix, false, l);
-			else {
-				snprintf(key, sizeof(key), "%s%s/", keyprefix, de->d_name);
-				r = list_walk(root_fd, sub, key, false, l);
+		if ((size_t)snprintf(sub, sizeof(sub), "%s%s%s", dir, *dir ? "/" : "", de->d_name) >=
+		    sizeof(sub))
+			continue;
+		if (type == DT_UNKNOWN || (type == DT_REG && times)) {
+			if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;   /* gone meanwhile */
+			type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+		}
+		if (type == DT_DIR) {
+			r = list_walk(root_fd, sub, l, times);
+		} else if (type == DT_REG && store_layout_key(sub, key, sizeof(key))) {
+			r = names_add(l, key, "");
+			if (r == 0 && times) {
+				char t[64];
+
+				snprintf(t, sizeof(t), "%lld %lld", (long long)st.st_size,
+				         (long long)st.st_mtim.tv_sec);
+				r = names_add(times, t, "");
 			}
-		} else if (de->d_type == DT_REG) {
-			r = names_add(l, keyprefix, de->d_name);
 		}
 	}
 	closedir(dp);
@@ -592,22 +596,22 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The directory to walk for keys under prefix: its whole directories. */
+static void walk_root(const char *prefix, char *out, size_t outlen)
+{
+	const char *slash = strrchr(prefix, '/');
+
+	snprintf(out, outlen, "%.*s", slash ? (int)(slash - prefix) : 0, prefix);
+}
+
 static int dir_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
 {
 	struct name_list l = { 0 };
-	static const char *tops[] = { "chunks", "indexes", "tags" };
-	int r = 0;
+	char top[PATH_MAX];
+	int r;
 
-	for (size_t i = 0; i < ARRAY_SIZE(tops) && r == 0; i++) {
-		size_t tl = strlen(tops[i]);
-		char kp[64];
-
-		/* walk only top-level trees the prefix can match */
-		if (strncmp(prefix, tops[i], MIN(strlen(prefix), tl)))
-			continue;
-		snprintf(kp, sizeof(kp), "%s/", tops[i]);
-		r = list_walk(D(s)->root_fd, tops[i], kp, i == 0, &l);
-	}
+	walk_root(prefix, top, sizeof(top));
+	r = list_walk(D(s)->root_fd, top, &l, NULL);
 	if (r == 0) {
 		size_t keep = 0, pl = strlen(prefix);
 
@@ -634,6 +638,143 @@ static int dir_list(struct store *s, const char *prefix, store_list_cb cb, void 
 			return -ENOMEM;
 	}
 	return store_defer_list(s, cb, ud, 0, l.v, l.n);
+}
+
+static int dir_scan(struct store *s, const char *prefix, store_scan_cb cb, void *ud)
+{
+	struct name_list l = { 0 }, t = { 0 };
+	struct store_entry *e = NULL;
+	char top[PATH_MAX];
+	size_t n = 0, pl = strlen(prefix);
+	int r;
+
+	walk_root(prefix, top, sizeof(top));
+	r = list_walk(D(s)->root_fd, top, &l, &t);
+	if (r == 0 && l.n && !(e = calloc(l.n, sizeof(*e))))
+		r = -ENOMEM;
+	for (size_t i = 0; i < l.n; i++) {
+		long long size = 0, mtime = 0;
+
+		if (r == 0 && !strncmp(l.v[i], prefix, pl) &&
+		    sscanf(t.v[i], "%lld %lld", &size, &mtime) == 2) {
+			e[n++] = (struct store_entry){ l.v[i], size, mtime };
+			l.v[i] = NULL;
+		}
+		free(l.v[i]);
+		free(t.v[i]);
+	}
+	free(l.v);
+	free(t.v);
+	if (r < 0) {
+		store_entries_free(e, n);
+		return store_defer_scan(s, cb, ud, r, NULL, 0);
+	}
+	return store_defer_scan(s, cb, ud, 0, e, n);
+}
+
+static int dir_del(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	char path[PATH_MAX];
+	int r = dir_path(key, path, sizeof(path));
+
+	if (r < 0)
+		return r;
+	r = unlinkat(D(s)->root_fd, path, 0) < 0 ? -errno : 0;
+	return store_defer(s, cb, ud, r == -EISDIR ? -ENOENT : r);
+}
+
+static int dir_move_now(struct store *s, const char *from, const char *to, bool replace)
+{
+	char pf[PATH_MAX], pt[PATH_MAX];
+	int r;
+
+	r = dir_path(from, pf, sizeof(pf));
+	if (r == 0)
+		r = dir_path(to, pt, sizeof(pt));
+	if (r < 0)
+		return r;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (renameat2(D(s)->root_fd, pf, D(s)->root_fd, pt,
+		              replace ? 0 : RENAME_NOREPLACE) == 0)
+			return 0;
+		r = -errno;
+		if (r != -ENOENT || attempt)
+			break;
+		/* the source is missing, or the target's directory: make that and try once more */
+		if (faccessat(D(s)->root_fd, pf, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			return -ENOENT;
+		r = mkdir_parents_at(D(s)->root_fd, pt);
+		if (r < 0)
+			return r;
+	}
+	return r;
+}
+
+static int dir_move(struct store *s, const char *from, const char *to, bool replace,
+                    store_cb cb, void *ud)
+{
+	return store_defer(s, cb, ud, dir_move_now(s, from, to, replace));
+}
+
+/* Create key only when absent: linked into place from an unnamed file (or a
+ * named temporary one where the filesystem has none), durable. */
+static int dir_put_new_now(struct store *s, const char *key, const void *data, size_t len)
+{
+	char path[PATH_MAX], tmp[NAME_MAX + 1];
+	const char *base;
+	_cleanup_close_ int dfd = -1;
+	int r;
+
+	r = dir_path(key, path, sizeof(path));
+	if (r < 0)
+		return r;
+	dfd = open_parent(D(s), path, &base);
+	if (dfd < 0)
+		return dfd;
+	r = put_linked(dfd, base, data, len, true);
+	if (r == -EOPNOTSUPP) {
+		_cleanup_close_ int fd = -1;
+
+		snprintf(tmp, sizeof(tmp), ".tmp.new.%d.%llx", (int)getpid(),
+		         (unsigned long long)now_ns());
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+		r = write_full(fd, data, len);
+		if (r == 0 && fsync(fd) < 0)
+			r = -errno;
+		if (r == 0 && linkat(dfd, tmp, dfd, base, 0) < 0)
+			r = -errno;
+		unlinkat(dfd, tmp, 0);
+	}
+	if (r == 0 && fsync(dfd) < 0)
+		r = -errno;
+	return r;
+}
+
+static int dir_put_new(struct store *s, const char *key, const void *data, size_t len,
+                       store_cb cb, void *ud)
+{
+	return store_defer(s, cb, ud, dir_put_new_now(s, key, data, len));
+}
+
+/* The store's clock: the mtime the filesystem gives a file made now under the
+ * root (on a shared filesystem, the server's clock). */
+static int dir_now(struct store *s, store_cb cb, void *ud)
+{
+	char tmp[NAME_MAX + 1];
+	struct stat st;
+	int fd, r = 0;
+
+	snprintf(tmp, sizeof(tmp), ".clock.%d.%llx", (int)getpid(), (unsigned long long)now_ns());
+	fd = openat(D(s)->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return store_defer(s, cb, ud, -errno);
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	close(fd);
+	unlinkat(D(s)->root_fd, tmp, 0);
+	return store_defer(s, cb, ud, r < 0 ? r : (int64_t)st.st_mtim.tv_sec);
 }
 
 static int dir_flush(struct store *s)
@@ -690,6 +831,11 @@ static const struct store_ops dir_ops = {
 	.open_file = dir_open_file,
 	.put_begin = dir_put_begin,
 	.put_end = dir_put_end,
+	.del = dir_del,
+	.move = dir_move,
+	.put_new = dir_put_new,
+	.scan = dir_scan,
+	.now = dir_now,
 	.free = dir_free,
 };
 

@@ -36,6 +36,7 @@
  * not a missing object).  The parsing lives in s3.c.
  */
 #include <curl/curl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -46,6 +47,8 @@
 #include "store/store-internal.h"
 
 #define HTTP_DEFAULT_TRANSFERS 32    /* bench/remote: 4-32 alike on loopback; latency wants more */
+#define HTTP_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define HTTP_DEFAULT_LOW_SPEED_TIME 10   /* s */
 #define HTTP_BACKOFF_BASE_NS (50ULL * 1000000)
 #define HTTP_BACKOFF_CAP_NS (2000ULL * 1000000)
 #define HTTP_MAX_OBJECT (1ULL << 30)   /* a whole-object get larger than this is refused */
@@ -53,7 +56,10 @@
 /* sha256 of nothing: the payload hash of a request without a body */
 #define S3_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-enum xfer_kind { X_GET, X_HEAD, X_PUT, X_LIST };
+/* X_DELETE, X_MOVE (WebDAV), X_COPY (s3: a server-side copy, then a delete of
+ * the source) and X_NOW (a HEAD for the Date header) serve the store's life:
+ * store.h, "the store's life". */
+enum xfer_kind { X_GET, X_HEAD, X_PUT, X_LIST, X_DELETE, X_MOVE, X_COPY, X_NOW };
 
 struct http_store;
 
@@ -81,7 +87,13 @@ struct xfer {
 	store_cb cb;
 	store_get_cb get_cb;
 	store_list_cb list_cb;
+	store_scan_cb scan_cb;        /* list: a scan (names are "key\tsize\tmtime") */
 	void *ud;
+	char *dest;                   /* move: the target's URL; copy: the source's URL */
+	char *src_path;               /* copy: x-amz-copy-source, /BUCKET/KEY encoded */
+	bool replace;                 /* move, copy: the target may be replaced */
+	bool if_none_match;           /* put: create only (s3) */
+	int64_t date;                 /* now: the Date of the answer; -1 until seen */
 };
 
 struct watch {
@@ -111,7 +123,7 @@ struct http_store {
 	uint64_t curl_due_ns;         /* when curl wants a timeout call; 0: never */
 	struct watch *watch;          /* loop mode: the poll on epfd */
 	struct tick *tick;            /* loop mode: the timer */
-	long connect_timeout, low_speed_time;
+	long connect_timeout_ms, low_speed_time;
 	char *ca_file, *ca_path;
 	struct curl_slist *headers;
 	struct s3_conf *s3;           /* s3:// stores; NULL for http */
@@ -146,12 +158,9 @@ static int key_url(const char *base, const char *key, const char *keep, char *ou
 	size_t n;
 	int k;
 
-	if (!strncmp(key, "chunks/", 7) && strlen(key + 7) >= 2 && !strchr(key + 7, '/'))
-		k = snprintf(path, sizeof(path), "chunks/%.2s/%s", key + 7, key + 7);
-	else
-		k = snprintf(path, sizeof(path), "%s", key);
-	if (k < 0 || (size_t)k >= sizeof(path))
-		return -ENAMETOOLONG;
+	k = store_layout_path(key, path, sizeof(path));
+	if (k < 0)
+		return k;
 	n = strlen(base);
 	if (n + 2 > outlen)
 		return -ENAMETOOLONG;
@@ -452,6 +461,25 @@ static size_t write_cb(char *p, size_t size, size_t n, void *ud)
 	return bytes;
 }
 
+/* now: the Date header of the answer, the store's clock */
+static size_t header_cb(char *p, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t len = size * n;
+
+	if (len > 5 && !strncasecmp(p, "date:", 5)) {
+		const char *v = p + 5, *e = p + len;
+
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' '))
+			e--;
+		if (store_parse_time(v, (size_t)(e - v), &x->date) < 0)
+			x->date = -1;
+	}
+	return len;
+}
+
 static size_t read_cb(char *p, size_t size, size_t n, void *ud)
 {
 	struct xfer *x = ud;
@@ -485,6 +513,8 @@ static void xfer_free(struct xfer *x)
 		curl_easy_cleanup(x->easy);
 	curl_slist_free_all(x->headers);
 	free(x->url);
+	free(x->dest);
+	free(x->src_path);
 	buf_free(&x->body);
 	free(x->prefix);
 	for (size_t i = 0; i < x->ndirs; i++)
@@ -505,7 +535,7 @@ static int xfer_setup(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, h->connect_timeout);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, h->low_speed_time);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers ? x->headers : h->headers);
@@ -554,6 +584,25 @@ static int xfer_setup(struct xfer *x)
 		curl_easy_setopt(e, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
 		break;
 	case X_LIST:
+		break;
+	case X_DELETE:
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
+		break;
+	case X_MOVE:
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "MOVE");
+		break;
+	case X_COPY:
+		/* an empty PUT whose x-amz-copy-source names the object to copy */
+		x->put_pos = 0;
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, x);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)0);
+		break;
+	case X_NOW:
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
 		break;
 	}
 	return 0;
@@ -613,6 +662,39 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A scan's names ("key\tsize\tmtime") as entries, handed to its callback. */
+static void scan_complete(struct xfer *x, int64_t res)
+{
+	struct store_entry *e = NULL;
+	size_t n = 0;
+
+	if (res >= 0 && x->nnames && !(e = calloc(x->nnames, sizeof(*e))))
+		res = -ENOMEM;
+	for (size_t i = 0; res >= 0 && i < x->nnames; i++) {
+		char *t1 = strchr(x->names[i], '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+
+		if (!t2)
+			continue;
+		*t1 = 0;
+		e[n].size = strtoll(t1 + 1, NULL, 10);
+		e[n].mtime = strtoll(t2 + 1, NULL, 10);
+		e[n].key = x->names[i];
+		x->names[i] = NULL;
+		n++;
+	}
+	if (res < 0) {
+		store_entries_free(e, n);
+		e = NULL;
+		n = 0;
+	}
+	/* names not taken (none in practice) go now: xfer_free stops at a NULL */
+	for (size_t i = 0; i < x->nnames; i++) {
+		free(x->names[i]);
+		x->names[i] = NULL;
+	}
+	x->scan_cb(x->ud, res, e, n);
+}
+
 /* Run x's callback with res and free it. */
 static void xfer_complete(struct xfer *x, int64_t res)
 {
@@ -630,9 +712,17 @@ static void xfer_complete(struct xfer *x, int64_t res)
 		break;
 	case X_HEAD:
 	case X_PUT:
+	case X_DELETE:
+	case X_MOVE:
+	case X_COPY:
+	case X_NOW:
 		x->cb(x->ud, res);
 		break;
 	case X_LIST:
+		if (x->scan_cb) {
+			scan_complete(x, res);
+			break;
+		}
 		if (res >= 0 && x->nnames)
 			qsort(x->names, x->nnames, sizeof(*x->names), cmp_str);
 		x->list_cb(x->ud, res, res >= 0 ? x->names : NULL, res >= 0 ? x->nnames : 0);
@@ -681,6 +771,22 @@ static int list_step(struct xfer *x)
 
 		if (!name || !type || !*name || name[0] == '.' || strchr(name, '/'))
 			continue;
+		if (!strcmp(type, "file") && x->scan_cb) {
+			char path[2200], key[2200], line[2300];
+			int64_t size = 0, mtime = 0;
+			const char *mt = json_get_cstr(e, "mtime");
+
+			(void)json_int(json_get(e, "size"), &size);
+			if (!mt || store_parse_time(mt, strlen(mt), &mtime) < 0)
+				mtime = 0;
+			snprintf(path, sizeof(path), "%s%s", x->prefix, name);
+			if (!store_layout_key(path, key, sizeof(key)))
+				continue;
+			snprintf(line, sizeof(line), "%s\t%lld\t%lld", key, (long long)size,
+			         (long long)mtime);
+			r = names_add(&x->names, &x->nnames, &x->cap, line, "");
+			continue;
+		}
 		if (!strcmp(type, "directory")) {
 			char *d;
 
@@ -689,7 +795,11 @@ static int list_step(struct xfer *x)
 				r = -ENOMEM;
 			free(d);
 		} else if (!strcmp(type, "file")) {
-			r = names_add(&x->names, &x->nnames, &x->cap, x->prefix, name);
+			char path[2200], key[2200];
+
+			snprintf(path, sizeof(path), "%s%s", x->prefix, name);
+			if (store_layout_key(path, key, sizeof(key)))
+				r = names_add(&x->names, &x->nnames, &x->cap, key, "");
 		}
 	}
 	json_free(doc);
@@ -702,20 +812,17 @@ static int list_url(struct xfer *x)
 	size_t n;
 	int r;
 
-	/* the directory itself: key without its trailing '/', then '/' again */
+	/* the directory's path as it is (a fan-out directory "chunks/ab/" is not a
+	 * key, and must not be laid out as one) */
 	n = strlen(x->prefix);
 	if (n == 0 || n >= sizeof(url))
 		return -EINVAL;
-	{
-		char key[4096];
-
-		memcpy(key, x->prefix, n - 1);
-		key[n - 1] = 0;
-		r = http_key_url(x->h->base, key, url, sizeof(url) - 1);
-	}
+	r = snprintf(url, sizeof(url), "%s/", x->h->base);
+	if (r < 0 || (size_t)r >= sizeof(url))
+		return -ENAMETOOLONG;
+	r = url_encode(x->prefix, "-._~/:@", url + r, sizeof(url) - (size_t)r);
 	if (r < 0)
 		return r;
-	strcat(url, "/");
 	free(x->url);
 	x->url = strdup(url);
 	return x->url ? 0 : -ENOMEM;
@@ -791,13 +898,20 @@ static int s3_list_step(struct xfer *x)
 
 		if (kl <= skip || strncmp(k, x->prefix, strlen(x->prefix)))
 			continue;
+		char key[2200], line[2300];
+
 		k += skip;
 		kl -= skip;
 		/* the fan-out back out: chunks/ab/abcd… is chunks/abcd… */
-		if (!strncmp(k, "chunks/", 7) && kl > 10 && k[9] == '/' && !strncmp(k + 7, k + 10, 2))
-			r = names_add(&x->names, &x->nnames, &x->cap, "chunks/", k + 10);
-		else if (store_key_valid(k))
-			r = names_add(&x->names, &x->nnames, &x->cap, k, "");
+		if (!store_layout_key(k, key, sizeof(key)))
+			continue;
+		if (x->scan_cb) {
+			snprintf(line, sizeof(line), "%s\t%lld\t%lld", key, (long long)l.sizes[i],
+			         (long long)l.mtimes[i]);
+			r = names_add(&x->names, &x->nnames, &x->cap, line, "");
+		} else {
+			r = names_add(&x->names, &x->nnames, &x->cap, key, "");
+		}
 	}
 	if (r >= 0 && l.truncated) {
 		r = s3_list_url(x, l.next_token);
@@ -822,7 +936,11 @@ static void s3_list_advance(struct xfer *x, int r)
 
 static const char *method(const struct xfer *x)
 {
-	return x->kind == X_HEAD ? "HEAD" : x->kind == X_PUT ? "PUT" : "GET";
+	static const char *names[] = { [X_GET] = "GET", [X_HEAD] = "HEAD", [X_PUT] = "PUT",
+	                               [X_LIST] = "GET", [X_DELETE] = "DELETE", [X_MOVE] = "MOVE",
+	                               [X_COPY] = "PUT", [X_NOW] = "HEAD" };
+
+	return names[x->kind];
 }
 
 /* A request failed for good with err: say what the server said, for the
@@ -849,15 +967,45 @@ static int fail_detail(struct xfer *x, CURLcode cc, long status, int err)
 	return err;
 }
 
+static int s3_headers(struct http_store *h, struct xfer *x, const char *payload_sha256);
+
+/* s3: a copy is done; now delete its source (x->dest) with the same transfer. */
+static void copy_delete_source(struct xfer *x)
+{
+	free(x->url);
+	x->url = x->dest;
+	x->dest = NULL;
+	x->kind = X_DELETE;
+	x->attempt = 0;
+	x->deadline_ns = now_ns() + x->h->s->fetch_timeout_ms * 1000000ULL;
+	if (s3_headers(x->h, x, S3_EMPTY_SHA256) < 0) {
+		xfer_complete(x, -ENOMEM);
+		return;
+	}
+	enqueue(x->h, x);
+}
+
 /* A transfer left curl with code cc: finish, retry or fail it. */
 static void xfer_done(struct xfer *x, CURLcode cc)
 {
 	struct http_store *h = x->h;
 	long status = 0;
 	int err = 0;
+	char code_buf[64];
 	enum http_verdict v;
 
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (x->kind == X_NOW && cc == CURLE_OK && status > 0 && x->date >= 0) {
+		/* any answer tells the time, a 404 too */
+		xfer_complete(x, x->date);
+		return;
+	}
+	if (cc == CURLE_OK && status == 412 &&
+	    (x->kind == X_MOVE || x->kind == X_COPY || (x->kind == X_PUT && x->if_none_match))) {
+		/* Overwrite: F or If-None-Match: * found the target there */
+		xfer_complete(x, -EEXIST);
+		return;
+	}
 	v = http_classify(cc, status, &err);
 	if (x->kind == X_GET && status == 416 && cc == CURLE_OK) {
 		/* the range starts at or past the end: nothing there, as for dir: */
@@ -936,7 +1084,24 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		break;
 	}
 	case X_PUT:
+	case X_DELETE:
+	case X_MOVE:
 		xfer_complete(x, 0);
+		break;
+	case X_NOW:
+		/* an answer without a (readable) Date */
+		xfer_complete(x, log_error(-EPROTO, "store '%s': %s: no Date header in the answer",
+		                           h->s->url, x->url));
+		break;
+	case X_COPY:
+		/* a copy can fail after its 200 has gone: the body then is an Error */
+		if (x->body.len && s3_error_code((const char *)x->body.data, x->body.len, code_buf,
+		                                 sizeof(code_buf)) == 0) {
+			log_detail(-EIO, "PUT %s (copy): %s", x->url, code_buf);
+			xfer_complete(x, -EIO);
+			break;
+		}
+		copy_delete_source(x);
 		break;
 	case X_LIST:
 		if (h->s3)
@@ -1115,7 +1280,8 @@ static int http_put(struct store *s, const char *key, const void *data, size_t l
 }
 
 /* Only whole directories can be listed: prefix "tags/" or "tags/lib/". */
-static int http_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
+static int list_start(struct store *s, const char *prefix, store_list_cb cb, store_scan_cb scb,
+                      void *ud)
 {
 	struct xfer *x;
 	size_t n = strlen(prefix);
@@ -1141,6 +1307,131 @@ static int http_list(struct store *s, const char *prefix, store_list_cb cb, void
 		return r;
 	}
 	x->list_cb = cb;
+	x->scan_cb = scb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+static int http_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
+{
+	return list_start(s, prefix, cb, NULL, ud);
+}
+
+static int http_delete(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	struct xfer *x;
+	int r = xfer_new(s, X_DELETE, key, &x);
+
+	if (r < 0)
+		return r;
+	x->cb = cb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+/* http: WebDAV MOVE (Destination, Overwrite).  s3: a server-side copy to the
+ * target (with If-None-Match: * unless replacing), then a delete of the
+ * source. */
+static int http_move(struct store *s, const char *from, const char *to, bool replace,
+                     store_cb cb, void *ud)
+{
+	struct http_store *h = H(s);
+	struct xfer *x;
+	char url[4096], line[4200];
+	int r;
+
+	r = h->s3 ? s3_key_url(h->base, to, url, sizeof(url)) :
+	            http_key_url(h->base, to, url, sizeof(url));
+	if (r < 0)
+		return r;
+	r = xfer_new(s, h->s3 ? X_COPY : X_MOVE, h->s3 ? to : from, &x);
+	if (r < 0)
+		return r;
+	x->replace = replace;
+	if (h->s3) {
+		/* x->url is the target; the source's URL is kept for the delete */
+		char src[4096];
+
+		r = s3_key_url(h->base, from, src, sizeof(src));
+		if (r == 0 && !(x->dest = strdup(src)))
+			r = -ENOMEM;
+		if (r == 0) {
+			snprintf(line, sizeof(line), "x-amz-copy-source: %s",
+			         src + strlen(h->s3->endpoint));
+			if (!curl_slist_append(x->headers, line) ||
+			    (!replace && !curl_slist_append(x->headers, "If-None-Match: *")))
+				r = -ENOMEM;
+		}
+	} else {
+		struct curl_slist *l = curl_slist_append(NULL, "Expect:");
+
+		snprintf(line, sizeof(line), "Destination: %s", url);
+		x->headers = l;
+		if (!l || !curl_slist_append(l, line) ||
+		    !curl_slist_append(l, replace ? "Overwrite: T" : "Overwrite: F"))
+			r = -ENOMEM;
+	}
+	if (r < 0) {
+		xfer_free(x);
+		return r;
+	}
+	x->cb = cb;
+	x->ud = ud;
+	xfer_submit(h, x);
+	return 0;
+}
+
+/* s3 only: PUT with If-None-Match: * (Ceph RGW and AWS refuse it with 412 when
+ * the key exists).  nginx ignores the header: -EOPNOTSUPP, store.c then puts
+ * under a temporary name and moves it without replacing. */
+static int http_put_new(struct store *s, const char *key, const void *data, size_t len,
+                        store_cb cb, void *ud)
+{
+	struct xfer *x;
+	uint8_t d[SHA256_SIZE];
+	char hex[SHA256_HEX_SIZE];
+	int r;
+
+	if (!H(s)->s3)
+		return -EOPNOTSUPP;
+	r = xfer_new(s, X_PUT, key, &x);
+	if (r < 0)
+		return r;
+	x->put_data = data;
+	x->put_len = len;
+	x->if_none_match = true;
+	sha256(data, len, d);
+	hex_encode(d, sizeof(d), hex);
+	r = s3_headers(H(s), x, hex);
+	if (r == 0 && !curl_slist_append(x->headers, "If-None-Match: *"))
+		r = -ENOMEM;
+	if (r < 0) {
+		xfer_free(x);
+		return r;
+	}
+	x->cb = cb;
+	x->ud = ud;
+	xfer_submit(H(s), x);
+	return 0;
+}
+
+static int http_scan(struct store *s, const char *prefix, store_scan_cb cb, void *ud)
+{
+	return list_start(s, prefix, NULL, cb, ud);
+}
+
+/* The store's clock: the Date of an answer (a HEAD of a key nobody writes). */
+static int http_now(struct store *s, store_cb cb, void *ud)
+{
+	struct xfer *x;
+	int r = xfer_new(s, X_NOW, "gc/clock", &x);
+
+	if (r < 0)
+		return r;
+	x->date = -1;
+	x->cb = cb;
 	x->ud = ud;
 	xfer_submit(H(s), x);
 	return 0;
@@ -1222,38 +1513,40 @@ static const struct store_ops http_ops = {
 	.head = http_head,
 	.put = http_put,
 	.list = http_list,
+	.del = http_delete,
+	.move = http_move,
+	.put_new = http_put_new,
+	.scan = http_scan,
+	.now = http_now,
 	.run_once = http_run_once,
 	.pending = http_pending,
 	.free = http_free,
 };
 
-static long env_long(const char *name, long def, long min, long max)
+/* o's duration in whole seconds (libcurl's unit for these), rounded up;
+ * def_s when unset. */
+static long seconds(uint64_t ms, long def_s)
 {
-	const char *v = getenv(name);
-	uint64_t n;
-
-	if (!v || !*v)
-		return def;
-	if (parse_uint(v, (uint64_t)max, &n) < 0 || (long)n < min) {
-		log_msg(LOG_WARN, "%s='%s': want %ld to %ld; using %ld", name, v, min, max, def);
-		return def;
-	}
-	return (long)n;
+	return ms ? (long)MIN((ms + 999) / 1000, (uint64_t)LONG_MAX) : def_s;
 }
 
-static char *env_dup(const char *name)
+static int dup_opt(const char *v, char **ret)
 {
-	const char *v = getenv(name);
-
-	return v && *v ? strdup(v) : NULL;
+	*ret = NULL;
+	if (!v || !*v)
+		return 0;
+	*ret = strdup(v);
+	return *ret ? 0 : -ENOMEM;
 }
 
 /* A store whose keys live under base (n bytes of it); url names it in
  * messages. */
-static int http_new(const char *url, const char *base, size_t n, struct http_store **ret)
+static int http_new(const char *url, const char *base, size_t n, const struct store_options *o,
+                    struct http_store **ret)
 {
 	struct http_store *h;
 	struct store *s;
+	bool nomem;
 
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
@@ -1269,17 +1562,15 @@ static int http_new(const char *url, const char *base, size_t n, struct http_sto
 	h->base = strndup(base, n);
 	h->multi = curl_multi_init();
 	h->headers = curl_slist_append(NULL, "Expect:");
-	h->max = (unsigned)env_long("LAZYROOT_HTTP_TRANSFERS", HTTP_DEFAULT_TRANSFERS, 1, 1024);
-	h->connect_timeout = env_long("LAZYROOT_HTTP_CONNECT_TIMEOUT", 5, 1, 3600);
-	h->low_speed_time = env_long("LAZYROOT_HTTP_LOW_SPEED_TIME", 10, 1, 3600);
-	h->ca_file = env_dup("CURL_CA_BUNDLE");
-	if (!h->ca_file)
-		h->ca_file = env_dup("SSL_CERT_FILE");
-	h->ca_path = env_dup("SSL_CERT_DIR");
+	h->max = o->http_transfers ? o->http_transfers : HTTP_DEFAULT_TRANSFERS;
+	h->connect_timeout_ms = o->http_connect_timeout_ms ? (long)MIN(o->http_connect_timeout_ms,
+	                        (uint64_t)LONG_MAX) : HTTP_DEFAULT_CONNECT_TIMEOUT_MS;
+	h->low_speed_time = seconds(o->http_low_speed_time_ms, HTTP_DEFAULT_LOW_SPEED_TIME);
+	nomem = dup_opt(o->tls_ca_file, &h->ca_file) < 0 || dup_opt(o->tls_ca_dir, &h->ca_path) < 0;
 	h->rnd = now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)h;
 	if (!h->rnd)
 		h->rnd = 1;
-	if (h->epfd < 0 || !h->base || !h->multi || !h->headers) {
+	if (h->epfd < 0 || !h->base || !h->multi || !h->headers || nomem) {
 		int r = h->epfd < 0 ? -errno : -ENOMEM;
 
 		http_free(s);
@@ -1295,7 +1586,7 @@ static int http_new(const char *url, const char *base, size_t n, struct http_sto
 	return 0;
 }
 
-int store_http_open(const char *url, struct store **ret)
+int store_http_open(const char *url, const struct store_options *o, struct store **ret)
 {
 	struct http_store *h;
 	size_t n = strlen(url);
@@ -1305,14 +1596,14 @@ int store_http_open(const char *url, struct store **ret)
 		n--;
 	if (n <= strlen("https://") || strchr(url, '?') || strchr(url, '#'))
 		return log_error(-EINVAL, "store '%s': want http[s]://host[:port][/path]", url);
-	r = http_new(url, url, n, &h);
+	r = http_new(url, url, n, o, &h);
 	if (r < 0)
 		return r;
 	*ret = h->s;
 	return 0;
 }
 
-int store_s3_open(const char *url, struct store **ret)
+int store_s3_open(const char *url, const struct store_options *o, struct store **ret)
 {
 	struct s3_conf *c = calloc(1, sizeof(*c));
 	struct http_store *h;
@@ -1322,7 +1613,7 @@ int store_s3_open(const char *url, struct store **ret)
 
 	if (!c)
 		return -ENOMEM;
-	r = s3_conf_load(url, c);
+	r = s3_conf_load(url, o, c);
 	if (r < 0) {
 		free(c);
 		return r;
@@ -1334,7 +1625,7 @@ int store_s3_open(const char *url, struct store **ret)
 		r = r < 0 ? log_error(r, "store '%s': prefix too long", url) : -ENOMEM;
 	}
 	if (r == 0)
-		r = http_new(url, base, strlen(base), &h);
+		r = http_new(url, base, strlen(base), o, &h);
 	if (r < 0) {
 		s3_conf_destroy(c);
 		free(c);
@@ -1342,7 +1633,7 @@ int store_s3_open(const char *url, struct store **ret)
 	}
 	h->s3 = c;
 	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", c->region);
-	h->s3_max_keys = (unsigned)env_long("LAZYROOT_S3_LIST_MAX_KEYS", 0, 1, 1000);
+	h->s3_max_keys = o->s3_list_max_keys;
 	if (!c->access_key)
 		log_msg(LOG_INFO, "store '%s': no credentials found; requests go unsigned", url);
 	*ret = h->s;

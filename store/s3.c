@@ -1,7 +1,8 @@
 /*
  * s3.c — what the s3:// store adds to the HTTP machinery in http.c: its URL,
- * endpoint, region and credentials (from the environment and the shared
- * credentials file, as the AWS tools read them), S3's strict URI encoding,
+ * endpoint, region and credentials (from the store options, which the node's
+ * settings fill from the AWS variables as the AWS tools read them, and the
+ * shared credentials file), S3's strict URI encoding,
  * and the two XML documents it reads (ListObjectsV2 results and error
  * bodies).  Everything here is pure: no request is made.
  *
@@ -169,21 +170,20 @@ bad:
 	return -EBADMSG;
 }
 
-static const char *env(const char *name)
+/* o's string, or NULL when unset or empty. */
+static const char *opt(const char *v)
 {
-	const char *v = getenv(name);
-
 	return v && *v ? v : NULL;
 }
 
-/* Keys from the shared credentials file: AWS_SHARED_CREDENTIALS_FILE, else
- * ~/.aws/credentials; profile AWS_PROFILE, else "default".  A default file
- * that is missing means no keys (0 with nothing set); a file or profile
- * named explicitly must be there. */
-static int load_file_credentials(const char *url, struct s3_conf *c)
+/* Keys from the shared credentials file: o's, else HOME/.aws/credentials;
+ * o's profile, else "default".  A default file that is missing means no keys
+ * (0 with nothing set); a file or profile named explicitly must be there. */
+static int load_file_credentials(const char *url, const struct store_options *o,
+                                 struct s3_conf *c)
 {
-	const char *path = env("AWS_SHARED_CREDENTIALS_FILE"), *home = env("HOME");
-	const char *profile = env("AWS_PROFILE");
+	const char *path = opt(o->s3_credentials_file), *home = opt(o->home);
+	const char *profile = opt(o->s3_profile);
 	_cleanup_free_ char *dflt = NULL;
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	bool explicit = path || profile;
@@ -227,9 +227,11 @@ static bool region_valid(const char *r)
 	return true;
 }
 
-int s3_conf_load(const char *url, struct s3_conf *c)
+int s3_conf_load(const char *url, const struct store_options *o, struct s3_conf *c)
 {
-	const char *endpoint = env("AWS_ENDPOINT_URL_S3"), *region = env("AWS_REGION");
+	const char *endpoint = opt(o->s3_endpoint), *region = opt(o->s3_region);
+	const char *key = opt(o->s3_access_key), *secret = opt(o->s3_secret_key);
+	const char *token = opt(o->s3_session_token);
 	size_t n;
 	int r;
 
@@ -242,10 +244,6 @@ int s3_conf_load(const char *url, struct s3_conf *c)
 		return r;
 	if (c->endpoint)
 		endpoint = NULL;
-	else if (!endpoint)
-		endpoint = env("AWS_ENDPOINT_URL");
-	if (!region)
-		region = env("AWS_DEFAULT_REGION");
 	if (!region)
 		region = S3_DEFAULT_REGION;
 	if (!region_valid(region)) {
@@ -271,17 +269,17 @@ int s3_conf_load(const char *url, struct s3_conf *c)
 	n = strlen(c->endpoint);
 	while (n && c->endpoint[n - 1] == '/')
 		c->endpoint[--n] = 0;
-	if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")) {
-		c->access_key = strdup(env("AWS_ACCESS_KEY_ID"));
-		c->secret_key = strdup(env("AWS_SECRET_ACCESS_KEY"));
-		if (env("AWS_SESSION_TOKEN"))
-			c->token = strdup(env("AWS_SESSION_TOKEN"));
-		if (!c->access_key || !c->secret_key || (env("AWS_SESSION_TOKEN") && !c->token)) {
+	if (key && secret) {
+		c->access_key = strdup(key);
+		c->secret_key = strdup(secret);
+		if (token)
+			c->token = strdup(token);
+		if (!c->access_key || !c->secret_key || (token && !c->token)) {
 			r = -ENOMEM;
 			goto fail;
 		}
 	} else {
-		r = load_file_credentials(url, c);
+		r = load_file_credentials(url, o, c);
 		if (r < 0)
 			goto fail;
 	}
@@ -488,15 +486,36 @@ int s3_parse_listing(const char *xml, size_t len, struct s3_listing *out)
 		if (out->n + 1 >= cap) {
 			size_t nc = cap ? cap * 2 : 16;
 			char **nv = realloc(out->keys, nc * sizeof(*nv));
+			int64_t *ns = nv ? realloc(out->sizes, nc * sizeof(*ns)) : NULL;
+			int64_t *nm = ns ? realloc(out->mtimes, nc * sizeof(*nm)) : NULL;
 
-			if (!nv) {
+			if (nv)
+				out->keys = nv;
+			if (ns)
+				out->sizes = ns;
+			if (!nm) {
 				free(key);
 				s3_listing_destroy(out);
 				return -ENOMEM;
 			}
-			out->keys = nv;
+			out->mtimes = nm;
 			cap = nc;
 		}
+		out->sizes[out->n] = 0;
+		out->mtimes[out->n] = 0;
+		if (xml_find(b, e, "Size", &kb, &ke)) {
+			char num[32];
+			size_t nl = (size_t)(ke - kb);
+
+			if (nl && nl < sizeof(num)) {
+				memcpy(num, kb, nl);
+				num[nl] = 0;
+				out->sizes[out->n] = strtoll(num, NULL, 10);
+			}
+		}
+		if (xml_find(b, e, "LastModified", &kb, &ke) &&
+		    store_parse_time(kb, (size_t)(ke - kb), &out->mtimes[out->n]) < 0)
+			out->mtimes[out->n] = 0;
 		out->keys[out->n++] = key;
 		out->keys[out->n] = NULL;
 	}
@@ -522,6 +541,8 @@ void s3_listing_destroy(struct s3_listing *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->keys[i]);
 	free(l->keys);
+	free(l->sizes);
+	free(l->mtimes);
 	free(l->next_token);
 	memset(l, 0, sizeof(*l));
 }

@@ -12,6 +12,8 @@
 #include "lib/lib.h"
 #include "store/store.h"
 
+typedef void (*store_scan_cb)(void *ud, int64_t res, struct store_entry *e, size_t n);
+
 struct store_ops {
 	int (*get)(struct store *s, const char *key, uint64_t off, uint64_t len, store_get_cb cb,
 	           void *ud);
@@ -37,6 +39,17 @@ struct store_ops {
 	 * NULL: -EOPNOTSUPP. */
 	int (*put_begin)(struct store *s, const char *key);
 	int (*put_end)(struct store *s, const char *key, int fd, bool commit);
+	/* The store's life (store.h): NULL where a backend cannot; put_new NULL:
+	 * store.c puts under a temporary name and moves without replacing. */
+	int (*del)(struct store *s, const char *key, store_cb cb, void *ud);
+	int (*move)(struct store *s, const char *from, const char *to, bool replace, store_cb cb,
+	            void *ud);
+	int (*put_new)(struct store *s, const char *key, const void *data, size_t len, store_cb cb,
+	               void *ud);
+	/* the callback owns the entries (store_entries_free) */
+	int (*scan)(struct store *s, const char *prefix, store_scan_cb cb, void *ud);
+	/* res: the store's clock in seconds since the epoch */
+	int (*now)(struct store *s, store_cb cb, void *ud);
 	void (*free)(struct store *s);
 };
 
@@ -58,6 +71,7 @@ struct store {
 	struct store_counters *counters;       /* &own, or the caller's */
 	struct store **children;               /* mirrors: the stores they read in order */
 	size_t nchildren;
+	const struct store_options *opts;      /* borrowed (store_open_with); NULL: defaults */
 };
 
 /* A new store with ops and backend, defaults set; -ENOMEM as NULL. */
@@ -70,15 +84,27 @@ int store_defer(struct store *s, store_cb cb, void *ud, int64_t res);
 int store_defer_get(struct store *s, store_get_cb cb, void *ud, int64_t res, struct buf *data);
 int store_defer_list(struct store *s, store_list_cb cb, void *ud, int64_t res, char **names,
                      size_t n);
+/* Takes e (n entries). */
+int store_defer_scan(struct store *s, store_scan_cb cb, void *ud, int64_t res,
+                     struct store_entry *e, size_t n);
+
+/* The layout every backend shares under its root: key → relative path, with
+ * chunks fanned out by their first two hex digits ("chunks/ab/<hex>", and the
+ * same under "aside/"); -ENAMETOOLONG. */
+int store_layout_path(const char *key, char *out, size_t outlen);
+/* The reverse: a relative path → its key (the fan-out taken out); false for a
+ * path that no key maps to. */
+bool store_layout_key(const char *path, char *out, size_t outlen);
 
 /* Key checks shared by backends: '/'-separated, no empty, "." or ".."
  * components, no leading '/', printable. */
 bool store_key_valid(const char *key);
 
 int store_dir_open(const char *path, struct store **ret);
-int store_http_open(const char *url, struct store **ret);
+/* o: never NULL (store.c passes zeroed options for defaults). */
+int store_http_open(const char *url, const struct store_options *o, struct store **ret);
 /* s3://BUCKET[/PREFIX]: the HTTP store speaking S3 (see store.h). */
-int store_s3_open(const char *url, struct store **ret);
+int store_s3_open(const char *url, const struct store_options *o, struct store **ret);
 /* Takes the n stores (all of them, also on failure). */
 int store_mirror_open(struct store **children, size_t n, struct store **ret);
 
@@ -114,13 +140,11 @@ struct s3_conf {
  * http[s]://HOST[:PORT] too.  -EINVAL for anything else: a bucket of 3-63
  * [A-Za-z0-9._-], a prefix store_key_valid() accepts, no query or fragment. */
 int s3_parse_url(const char *url, char **ret_endpoint, char **ret_bucket, char **ret_prefix);
-/* Fill c from url and the environment: endpoint the URL's own, else
- * AWS_ENDPOINT_URL_S3, else
- * AWS_ENDPOINT_URL, else AWS's own; region AWS_REGION, else
- * AWS_DEFAULT_REGION, else us-east-1; keys AWS_ACCESS_KEY_ID,
- * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the shared credentials
- * file.  Logs its errors. */
-int s3_conf_load(const char *url, struct s3_conf *c);
+/* Fill c from url and the store options o: endpoint the URL's own, else
+ * o's, else AWS's own for the region; region o's, else us-east-1; keys o's,
+ * else the shared credentials file (see struct store_options).  Logs its
+ * errors. */
+int s3_conf_load(const char *url, const struct store_options *o, struct s3_conf *c);
 void s3_conf_destroy(struct s3_conf *c);
 /* The keys of profile in an AWS shared credentials file's text.  -ENOENT: no
  * such profile; -EINVAL: it lacks the key id or the secret; -EBADMSG: not
@@ -134,6 +158,8 @@ int s3_uri_encode(const char *in, bool keep_slash, char *out, size_t outlen);
 /* One page of a ListObjectsV2 answer. */
 struct s3_listing {
 	char **keys;                   /* n keys, NULL-terminated when n > 0 */
+	int64_t *sizes;                /* each key's Size (0 when absent) */
+	int64_t *mtimes;               /* each key's LastModified, seconds (0 when absent) */
 	size_t n;
 	bool truncated;
 	char *next_token;              /* set when truncated */

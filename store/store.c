@@ -15,7 +15,7 @@
 #include "lib/loop.h"
 #include "store/store-internal.h"
 
-enum deferred_kind { DEF_PLAIN, DEF_GET, DEF_LIST };
+enum deferred_kind { DEF_PLAIN, DEF_GET, DEF_LIST, DEF_SCAN };
 
 struct deferred {
 	struct deferred *next;
@@ -25,6 +25,7 @@ struct deferred {
 	int64_t res;
 	struct buf data;
 	char **names;
+	struct store_entry *entries;
 	size_t n;
 };
 
@@ -55,16 +56,17 @@ static int set_url(struct store *s, const char *url, struct store **ret)
 	return 0;
 }
 
-static int open_one(const char *url, struct store **ret)
+static int open_one(const char *url, const struct store_options *o, struct store **ret)
 {
+	static const struct store_options defaults;
 	const char *path = NULL;
 	struct store *s = NULL;
 	int r;
 
 	if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
-		r = store_http_open(url, &s);
+		r = store_http_open(url, o ? o : &defaults, &s);
 	} else if (!strncmp(url, "s3://", 5) || !strncmp(url, "s3+http", 7)) {
-		r = store_s3_open(url, &s);
+		r = store_s3_open(url, o ? o : &defaults, &s);
 	} else {
 		if (!strncmp(url, "dir:", 4))
 			path = url + 4;
@@ -76,10 +78,21 @@ static int open_one(const char *url, struct store **ret)
 	}
 	if (r < 0)
 		return r;
+	s->opts = o;
 	return set_url(s, url, ret);
 }
 
 int store_open(const char *url, struct store **ret)
+{
+	return store_open_with(url, NULL, ret);
+}
+
+int store_reopen(const struct store *s, struct store **ret)
+{
+	return store_open_with(s->url, s->opts, ret);
+}
+
+int store_open_with(const char *url, const struct store_options *o, struct store **ret)
 {
 	_cleanup_free_ char *copy = NULL;
 	struct store **v = NULL, *s = NULL;
@@ -88,7 +101,7 @@ int store_open(const char *url, struct store **ret)
 	int r = 0;
 
 	if (!strchr(url, ','))
-		return open_one(url, ret);
+		return open_one(url, o, ret);
 	copy = strdup(url);
 	v = calloc(strlen(url) / 2 + 2, sizeof(*v));
 	if (!copy || !v) {
@@ -96,7 +109,7 @@ int store_open(const char *url, struct store **ret)
 		return -ENOMEM;
 	}
 	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save))
-		r = open_one(u, &v[n++]);
+		r = open_one(u, o, &v[n++]);
 	if (r == 0 && n < 2)
 		r = log_error(-EINVAL, "store '%s': a list of mirrors needs two stores or more", url);
 	if (r < 0) {
@@ -108,6 +121,7 @@ int store_open(const char *url, struct store **ret)
 	r = store_mirror_open(v, n, &s);
 	if (r < 0)
 		return r;
+	s->opts = o;
 	return set_url(s, url, ret);
 }
 
@@ -115,6 +129,7 @@ static void deferred_free(struct deferred *d)
 {
 	buf_free(&d->data);
 	store_names_free(d->names);
+	store_entries_free(d->entries, d->n);
 	free(d);
 }
 
@@ -277,6 +292,21 @@ int store_defer_list(struct store *s, store_list_cb cb, void *ud, int64_t res, c
 	return 0;
 }
 
+int store_defer_scan(struct store *s, store_scan_cb cb, void *ud, int64_t res,
+                     struct store_entry *e, size_t n)
+{
+	struct deferred *d;
+	int r = defer_push(s, DEF_SCAN, (void (*)(void))cb, ud, res, &d);
+
+	if (r < 0) {
+		store_entries_free(e, n);
+		return r;
+	}
+	d->entries = e;
+	d->n = n;
+	return 0;
+}
+
 bool store_key_valid(const char *key)
 {
 	const char *p = key;
@@ -299,12 +329,63 @@ bool store_key_valid(const char *key)
 	return true;
 }
 
+/* A get of a key with an aside area on one store (not a list of mirrors: each
+ * of its stores looks aside itself): a miss asks "aside/<key>" once. */
+struct aside_get {
+	struct store *s;
+	store_get_cb cb;
+	void *ud;
+	uint64_t off, len;
+	bool aside;           /* the aside key is being asked now */
+	char key[];
+};
+
+static void aside_get_cb(void *ud, int64_t res, struct buf *data)
+{
+	struct aside_get *a = ud;
+
+	if (res == -ENOENT && !a->aside) {
+		char ak[1100];
+		int r = store_aside_key(a->key, ak, sizeof(ak));
+
+		a->aside = true;
+		if (r == 0)
+			r = a->s->ops->get(a->s, ak, a->off, a->len, aside_get_cb, a);
+		if (r == 0)
+			return;
+	}
+	a->cb(a->ud, res, data);
+	free(a);
+}
+
+/* Start a get of key on a backend, looking aside on a miss where key has an
+ * aside area. */
+static int get_with_aside(struct store *s, const char *key, uint64_t off, uint64_t len,
+                          store_get_cb cb, void *ud)
+{
+	struct aside_get *a;
+	size_t kl = strlen(key);
+	int r;
+
+	if (s->nchildren || !store_key_has_aside(key))
+		return s->ops->get(s, key, off, len, cb, ud);
+	a = calloc(1, sizeof(*a) + kl + 1);
+	if (!a)
+		return -ENOMEM;
+	*a = (struct aside_get){ s, cb, ud, off, len, false };
+	memcpy(a->key, key, kl + 1);
+	r = s->ops->get(s, key, off, len, aside_get_cb, a);
+	if (r < 0)
+		free(a);
+	return r;
+}
+
 int store_get(struct store *s, const char *key, uint64_t off, uint64_t len, store_get_cb cb,
               void *ud)
 {
 	if (!store_key_valid(key))
 		return -EINVAL;
-	return s->ops->get(s, key, off, len, cb, ud);
+	return get_with_aside(s, key, off, len, cb, ud);
 }
 
 /* A checked get on a backend without mirrors: check, then hand over. */
@@ -361,7 +442,7 @@ int store_get_checked(struct store *s, const char *key, uint64_t off, uint64_t l
 	if (!g)
 		return -ENOMEM;
 	*g = (struct checked_get){ { checked_get_end }, check, cb, ud, 0 };
-	r = s->ops->get(s, key, off, len, checked_get_cb, g);
+	r = get_with_aside(s, key, off, len, checked_get_cb, g);
 	if (r < 0)
 		free(g);
 	return r;
@@ -413,6 +494,12 @@ static int run_deferred(struct store *s)
 			break;
 		case DEF_LIST:
 			((store_list_cb)d->cb)(d->ud, d->res, d->names, d->n);
+			break;
+		case DEF_SCAN:
+			/* the callback owns the entries */
+			((store_scan_cb)d->cb)(d->ud, d->res, d->entries, d->n);
+			d->entries = NULL;
+			d->n = 0;
 			break;
 		}
 		deferred_free(d);
@@ -680,6 +767,14 @@ int store_open_index(struct store *s, const char *hex)
 	if (!s->ops->open_file)
 		return -EOPNOTSUPP;
 	fd = s->ops->open_file(s, key);
+	if (fd == -ENOENT) {
+		char ak[96];
+
+		if (store_aside_key(key, ak, sizeof(ak)) == 0)
+			fd = s->ops->open_file(s, ak);
+		if (fd < 0)
+			fd = -ENOENT;
+	}
 	if (fd < 0)
 		return log_errno(fd, "index %s: reading from store '%s'", hex, s->url);
 	if (fstat(fd, &st) < 0)

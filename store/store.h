@@ -24,33 +24,33 @@
  *   BASE/profiles/<hex>
  * get is a GET (with Range when a part is asked for), head a HEAD (size from
  * Content-Length), put a PUT; list reads directory listings in nginx's
- * `autoindex on; autoindex_format json;` form (only tags are ever listed).
+ * `autoindex on; autoindex_format json;` form (image ls lists tags/; store gc
+ * and verify list every area, and gc also needs `dav_methods PUT DELETE MOVE`).
  * 404 and 410 are -ENOENT; other 4xx fail at once (401/403 -EACCES, the rest
  * -EPROTO); connection failures, resets, timeouts, short bodies, 408, 429 and
  * 5xx are retried with exponential backoff and jitter (50 ms doubling up to
  * 2 s) until the operation's fetch timeout (store_set_fetch_timeout) ends,
  * then fail with the last error.  Proxies: libcurl's usual variables
- * (http_proxy, https_proxy, no_proxy).  TLS: the system's CA store, or
- * CURL_CA_BUNDLE, else SSL_CERT_FILE (a file), and SSL_CERT_DIR (a directory).
- * Tuning through the environment: LAZYROOT_HTTP_TRANSFERS (transfers in
- * flight per store handle, default 32: measured against nginx on loopback,
- * see bench/RESULTS.md), LAZYROOT_HTTP_CONNECT_TIMEOUT (seconds, default 5)
- * and LAZYROOT_HTTP_LOW_SPEED_TIME (a transfer moving under 1 KiB/s for this
- * many seconds is dropped and retried; default 10).
+ * (http_proxy, https_proxy, no_proxy), which libcurl reads itself.  TLS: the
+ * system's CA store, or the store options' CA file and directory.  Tuning:
+ * the store options' transfers in flight per store handle (default 32:
+ * measured against nginx on loopback, see docs/perf-log.md, "Remote store: HTTP"), connect timeout
+ * (default 5 s) and low-speed time (a transfer moving under 1 KiB/s this long
+ * is dropped and retried; default 10 s).  docs/settings.md names the
+ * settings and variables that fill the options.
  *
  * S3: the HTTP store's machinery (transfers, retries, timeouts, tuning, TLS
  * and proxy variables are the same) with path-style URLs
  * ENDPOINT/BUCKET/PREFIX/<the dir layout>, every request signed with SigV4
- * by libcurl.  ENDPOINT is $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL (the
- * tools' --s3-endpoint sets the first), else https://s3.REGION.amazonaws.com;
- * REGION $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1; keys
- * $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (and $AWS_SESSION_TOKEN, sent
- * as x-amz-security-token), else the profile $AWS_PROFILE (else "default") of
- * the shared credentials file $AWS_SHARED_CREDENTIALS_FILE (else
- * ~/.aws/credentials); with no keys anywhere requests go unsigned (public
- * buckets).  A PUT carries the sha256 of its body, which the server checks.
- * list is ListObjectsV2 (pages of $LAZYROOT_S3_LIST_MAX_KEYS keys, default
- * the server's 1000), any prefix.  Status mapping as for HTTP, except that
+ * by libcurl.  From the store options: ENDPOINT the URL's own
+ * (s3+http[s]://), else the options' endpoint, else
+ * https://s3.REGION.amazonaws.com; REGION (default us-east-1); keys (and a
+ * session token, sent as x-amz-security-token), else the profile (else
+ * "default") of the shared credentials file (else HOME/.aws/credentials);
+ * with no keys anywhere requests go unsigned (public buckets).  A PUT carries
+ * the sha256 of its body, which the server checks.  list is ListObjectsV2
+ * (pages of the options' s3_list_max_keys keys, default the server's 1000),
+ * any prefix.  Status mapping as for HTTP, except that
  * 404 NoSuchBucket is -ENXIO, not a missing object; failures name the URL
  * and the server's error Code (log_detail), e.g. SignatureDoesNotMatch.
  * Ceph RGW: run beast with tcp_nodelay=1 (rgw frontends = beast … tcp_nodelay=1):
@@ -90,7 +90,36 @@ struct store;
 /* Default embedded store when neither --store nor LAZYROOT_STORE is given. */
 #define STORE_DEFAULT_URL "dir:/var/lib/lazyroot/store"
 
+/* What remote stores need to know beyond their URL: the node's settings
+ * (node/config.h) fill it; zeroed, every field is its default.  The store
+ * reads it while it opens (strings are copied); store_reopen() needs it
+ * again, so it must outlive the store. */
+struct store_options {
+	unsigned http_transfers;            /* in flight per handle; 0: 32 */
+	uint64_t http_connect_timeout_ms;   /* 0: 5 s */
+	uint64_t http_low_speed_time_ms;    /* 0: 10 s (whole seconds: libcurl's unit) */
+	const char *tls_ca_file;            /* NULL: the system's CA store */
+	const char *tls_ca_dir;
+	const char *s3_endpoint;            /* http[s]://HOST[:PORT]; NULL: AWS's */
+	const char *s3_region;              /* NULL: us-east-1 */
+	const char *s3_access_key;          /* with s3_secret_key; NULL: from the file */
+	const char *s3_secret_key;
+	const char *s3_session_token;
+	/* NULL: home/.aws/credentials, and no file there means no keys; named
+	 * (or a profile named), the file and profile must exist */
+	const char *s3_credentials_file;
+	const char *s3_profile;             /* NULL: "default" */
+	const char *home;                   /* NULL: no default credentials file */
+	unsigned s3_list_max_keys;          /* keys per list page; 0: the server's */
+};
+
+/* Open the store at url with o (NULL: defaults).  Logs its errors. */
+int store_open_with(const char *url, const struct store_options *o, struct store **ret);
+/* store_open_with(url, NULL, ret). */
 int store_open(const char *url, struct store **ret);
+/* Another handle on the store s opened (same URL, same options), for another
+ * thread. */
+int store_reopen(const struct store *s, struct store **ret);
 /* Free a store with no operation pending (drive it with store_run() first). */
 void store_free(struct store *s);
 /* Deliver completions from loop l (borrowed; it must outlive the store) from
@@ -216,5 +245,177 @@ int64_t store_local_size(struct store *s, const char *key);
 int store_put_begin(struct store *s, const char *key);
 /* Closes *fd and sets it to -1, whatever the result. */
 int store_put_end(struct store *s, const char *key, int *fd, bool commit);
+
+/* ---- the store's life: delete, move, scan, clock (store/GC.md) ------------ */
+
+/*
+ * What garbage collection needs of a store, on every backend:
+ *
+ *   delete   dir: unlink; http: DELETE (nginx: dav_methods … DELETE); s3: DELETE
+ *   move     dir: rename (RENAME_NOREPLACE unless replacing); http: WebDAV MOVE with
+ *            Overwrite: T or F (nginx: dav_methods … MOVE); s3: a server-side copy
+ *            (x-amz-copy-source), then DELETE of the source: not atomic, see GC.md
+ *   put_new  create only when absent (-EEXIST otherwise): dir: link of an unnamed
+ *            file; s3: If-None-Match: * (Ceph RGW honours it); http: PUT under a
+ *            temporary name, then MOVE with Overwrite: F (nginx ignores
+ *            If-None-Match on PUT)
+ *   scan     list with sizes and modification times by the store's clock: dir:
+ *            stat; http: the mtime and size of nginx's JSON autoindex (whole
+ *            seconds); s3: ListObjectsV2's Size and LastModified
+ *   now      the store's clock, never the caller's: dir: the mtime of a file just
+ *            written under the root; http and s3: the Date header of an answer
+ *
+ * Reads fall back to the aside area: a get (store_get, store_get_checked,
+ * store_get_index, store_open_index) of "chunks/…", "indexes/…" or
+ * "profiles/…" that finds nothing looks at "aside/<key>", where phase one of
+ * a collection moves what it finds unreachable (store/GC.md).  head never
+ * does: a builder's dedup check must see a chunk that was moved aside as
+ * missing, and store it again.
+ */
+
+/* "aside/<key>": where a collection moves key; -ENAMETOOLONG. */
+int store_aside_key(const char *key, char *out, size_t outlen);
+/* Whether a read of key falls back to the aside area. */
+bool store_key_has_aside(const char *key);
+
+/* res: 0, -ENOENT when there was nothing to delete. */
+int store_delete(struct store *s, const char *key, store_cb cb, void *ud);
+int store_delete_sync(struct store *s, const char *key);
+/* Move from to to: res 0, -ENOENT when from is missing, -EEXIST when to
+ * exists and !replace (nothing moved). */
+int store_move(struct store *s, const char *from, const char *to, bool replace, store_cb cb,
+               void *ud);
+int store_move_sync(struct store *s, const char *from, const char *to, bool replace);
+/* Create key with data only when it does not exist: 0, or -EEXIST. */
+int store_put_new_sync(struct store *s, const char *key, const void *data, size_t len);
+
+struct store_entry {
+	char *key;
+	int64_t size;
+	int64_t mtime;        /* seconds since the epoch by the store's clock */
+};
+/* Every key under prefix (a whole directory: "chunks/", "leases/"), sorted,
+ * with its size and modification time.  Free with store_entries_free(). */
+int store_scan_sync(struct store *s, const char *prefix, struct store_entry **ret, size_t *ret_n);
+void store_entries_free(struct store_entry *e, size_t n);
+/* The store's clock, in seconds since the epoch. */
+int store_now_sync(struct store *s, int64_t *ret);
+
+/* Run op for i in [0, n) with at most window operations in flight, driving s
+ * (no loop set) until all completed; res[i] (may be NULL) gets each result.
+ * op starts operation i on s with the callback and ud it is given, returning
+ * -errno when it could not start.  Returns 0 or the first start failure. */
+typedef int (*store_batch_op)(struct store *s, size_t i, store_cb cb, void *cb_ud, void *ud);
+int store_batch(struct store *s, size_t n, unsigned window, store_batch_op op, void *ud,
+                int64_t *res);
+
+/* Parse an HTTP date ("Tue, 01 Dec 2026 17:21:29 GMT") or an ISO 8601 UTC time
+ * ("2026-12-01T17:21:29.123Z"): seconds since the epoch, or -EINVAL. */
+int store_parse_time(const char *s, size_t len, int64_t *ret);
+
+/* ---- leases (store/lease.c, store/GC.md) ---------------------------------- */
+
+/*
+ * A lease is an object "leases/<kind>-<ttl>-<random>" that a builder (or a
+ * copy, or a collector) writes before its first dedup check and deletes once
+ * its tag is written.  A thread renews it (writes it again) every ttl/4
+ * seconds; a collector counts it as ended once it is gone or its mtime is ttl
+ * seconds old by the store's clock.  The holder checks, before it publishes,
+ * that no more than ttl/2 seconds passed since it sent its last successful
+ * renewal (its own monotonic clock: only the rates of the two clocks must
+ * agree, not their readings), so that what it publishes lands while a
+ * collector still counts it as live.  ttl must therefore exceed twice the
+ * time a publishing put can take (the store's fetch timeout).
+ */
+#define STORE_LEASE_TTL_DEFAULT 300
+struct store_lease;
+/* Write a new lease of kind ("build", "copy", "gc") in store s (the first
+ * mirror of a list) and start renewing it, through a handle of its own
+ * (store_reopen: s may be used on meanwhile).  Logs its errors. */
+int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
+                     struct store_lease **ret);
+/* Renew now and check the lease is live: 0, or -ETIMEDOUT (logged) when it may
+ * have lapsed. */
+int store_lease_check(struct store_lease *l);
+/* Without a request: whether less than ttl/2 passed since the last renewal. */
+bool store_lease_live(const struct store_lease *l);
+const char *store_lease_key(const struct store_lease *l);
+/* Stop renewing, delete the lease object, free.  NULL is fine. */
+void store_lease_end(struct store_lease *l);
+/* From a lease key: its kind (into kind, kindlen bytes) and ttl; -EINVAL for
+ * a key that is not a lease's. */
+int store_lease_parse(const char *key, char *kind, size_t kindlen, unsigned *ret_ttl);
+
+/* ---- garbage collection (store/gc.c; the protocol and why it is safe: store/GC.md) */
+
+#define STORE_GC_GRACE_DEFAULT 3600
+/* The keys a collection must keep: every index, chunk, profile and pack that
+ * a tag reaches.  The collector knows no image format: the caller marks. */
+struct store_keys {
+	char **v;              /* sorted, unique once store_keys_sort() ran */
+	size_t n, cap;
+};
+int store_keys_add(struct store_keys *k, const char *key);
+void store_keys_sort(struct store_keys *k);
+bool store_keys_has(const struct store_keys *k, const char *key);
+void store_keys_destroy(struct store_keys *k);
+
+struct store_gc_params {
+	int64_t grace;         /* seconds: only objects older move aside; phase two no sooner */
+	bool dry_run;          /* count only: no lease, no record, nothing moved */
+	bool wait;             /* wait for phase two instead of leaving it to a later run */
+	unsigned lease_ttl;    /* the collector's own lease; 0: STORE_LEASE_TTL_DEFAULT */
+	unsigned window;       /* operations in flight; 0: 32 */
+	/* Fill keys (empty on entry) with what a tag reaches now.  Logs its errors;
+	 * any failure stops the collection before it touches anything. */
+	int (*mark)(struct store *s, void *ud, struct store_keys *keys);
+	void *mark_ud;
+	/* Called between steps (may be NULL), e.g. for tests that kill the collector. */
+	void (*step)(void *ud, const char *what);
+};
+
+struct store_gc_report {
+	bool phase_one, phase_two;     /* which phases this run did */
+	bool waiting;                  /* a collection waits for phase two */
+	int64_t phase_two_at;          /* waiting: not before this (store clock) */
+	uint64_t leases_waited;        /* waiting: leases seen in phase one still live */
+	uint64_t live, live_bytes;     /* objects a tag reaches (phase one's or two's mark) */
+	uint64_t unreachable, unreachable_bytes;   /* found unreachable (any age) */
+	uint64_t moved, moved_bytes;   /* phase one: moved aside (dry run: would be) */
+	uint64_t restored;             /* phase two: brought back */
+	uint64_t deleted, deleted_bytes; /* phase two: deleted (dry run: aside now) */
+	uint64_t operations;           /* store operations made (scans count once) */
+	double seconds;
+};
+/* Run what of a collection may run now (store/GC.md): finish the one in the
+ * store when its phase two may run, else start one (phase one), and run its
+ * phase two at once when nothing holds it back (no lease seen, grace 0) or
+ * p->wait.  -EBUSY (logged) when another collector is at work. */
+int store_gc(struct store *s, const struct store_gc_params *p, struct store_gc_report *ret);
+
+/* ---- copying objects between stores (store/copy.c) --------------------------- */
+
+struct store_copy_report {
+	uint64_t objects;      /* asked for */
+	uint64_t present;      /* the target had them (HEAD) */
+	uint64_t copied, bytes;/* sent, and their bytes */
+	uint64_t done;         /* finished so far (for progress) */
+};
+struct store_copy_params {
+	unsigned window;       /* objects in flight; 0: 64 */
+	bool skip_head;        /* the target is known to lack them all: no HEAD */
+	/* Judge object i's bytes before they are sent: 0, or -errno (logged by it). */
+	int (*check)(void *ud, size_t i, const struct buf *data);
+	/* Called now and then, and once at the end (may be NULL). */
+	void (*progress)(void *ud, const struct store_copy_report *r);
+	void *ud;
+};
+/* Copy keys[0..n) from src to dst: each one the target lacks (a fresh HEAD of
+ * the target), read from src, checked, written to dst, many at once.  Both
+ * stores must be on one loop (store_set_loop), which this drives: free the
+ * stores before the loop.  Stops at the first failure (logged, naming the
+ * object). */
+int store_copy_objects(struct store *src, struct store *dst, char *const *keys, size_t n,
+                       const struct store_copy_params *p, struct store_copy_report *ret);
 
 #endif

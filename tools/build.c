@@ -16,8 +16,10 @@ static void usage(FILE *f)
 	        "\n"
 	        "Turn SOURCE into content-defined chunks and an index, store the chunks the\n"
 	        "store lacks, then the index, then the tag.  SOURCE is a directory, a tar\n"
-	        "archive (plain, gzip or zstd), an OCI image layout directory or a\n"
-	        "`docker save` archive.\n"
+	        "archive (plain, gzip or zstd), an OCI image layout directory, a\n"
+	        "`docker save` archive, or an image in an OCI registry:\n"
+	        "docker://HOST[:PORT]/NAME[:TAG|@sha256:DIGEST] (oci://… is the same), pulled\n"
+	        "straight into the build with every blob checked against its digest.\n"
 	        "\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
         "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
@@ -25,6 +27,11 @@ static void usage(FILE *f)
 	        "  --tag NAME[:TAG]   name to publish the image under (TAG defaults to latest)\n"
 	        "  --platform P       os/arch[/variant] to pick from a multi-platform OCI index\n"
 	        "                     (default: this host)\n"
+	        "  --creds USER:PASS  registry credentials (default: auths.HOST.auth of\n"
+	        "                     $DOCKER_CONFIG/config.json, else ~/.docker/config.json)\n"
+	        "  --plain-http       reach the registry over http:// (always so for\n"
+	        "                     localhost and 127.0.0.0/8; https:// otherwise; CA bundle:\n"
+	        "                     $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's)\n"
 	        "  --config FILE      the image config, an OCI image config JSON document whose\n"
 	        "                     config.Env, config.WorkingDir and config.User `lazyroot run`\n"
 	        "                     applies (default: an OCI or docker source's own, else none)\n"
@@ -72,10 +79,31 @@ static int parse_chunk_size(const char *opt, const char *arg, uint32_t *ret)
 	return 0;
 }
 
+/* Where docker keeps credentials: the docker_config setting's config.json
+ * ($DOCKER_CONFIG), else ~/.docker/config.json; and the CA bundle, as for
+ * HTTP stores (tls_ca_file). */
+static int registry_setup(const struct node_config *c, struct registry_params *rp,
+                          const char *platform, char **ret_config)
+{
+	char *path = NULL;
+
+	rp->platform = platform;
+	if (c->docker_config) {
+		if (asprintf(&path, "%s/config.json", c->docker_config) < 0)
+			return log_errno(-ENOMEM, "docker_config");
+	} else if (c->home) {
+		if (asprintf(&path, "%s/.docker/config.json", c->home) < 0)
+			return log_errno(-ENOMEM, "HOME");
+	}
+	rp->docker_config = *ret_config = path;
+	rp->ca_file = c->tls_ca_file;
+	return 0;
+}
+
 int cmd_build(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL,
-	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG, O_PACK };
+	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG, O_PACK, O_CREDS, O_PLAIN_HTTP };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -90,6 +118,8 @@ int cmd_build(int argc, char **argv)
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
 		{ "pack", no_argument, NULL, O_PACK },
+		{ "creds", required_argument, NULL, O_CREDS },
+		{ "plain-http", no_argument, NULL, O_PLAIN_HTTP },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -98,7 +128,12 @@ int cmd_build(int argc, char **argv)
 	struct build *b = NULL;
 	struct store *s = NULL;
 	_cleanup_(buf_freep) struct buf config = BUF_INIT;
-	const char *store_opt = NULL, *tag = NULL, *config_path = NULL, *source;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct store_options so;
+	const char *tag = NULL, *config_path = NULL, *source;
+	struct registry_params rp = { 0 };
+	_cleanup_free_ char *docker_config = NULL;
 	bool json = false, noprog = false;
 	uint64_t v;
 	int c, r;
@@ -107,11 +142,8 @@ int cmd_build(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: store_opt = optarg; break;
-		case O_S3_ENDPOINT:
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_S3_ENDPOINT: tools_flag(&fl, "--s3-endpoint", optarg); break;
 		case O_TAG: tag = optarg; break;
 		case O_PLATFORM: p.platform = optarg; break;
 		case O_CONFIG: config_path = optarg; break;
@@ -135,6 +167,14 @@ int cmd_build(int argc, char **argv)
 		case O_JSON: json = true; break;
 		case O_NOPROG: noprog = true; break;
 		case O_PACK: p.pack = true; break;
+		case O_CREDS:
+			if (!strchr(optarg, ':') || optarg[0] == ':') {
+				log_error(-EINVAL, "--creds: want USER:PASS");
+				return 2;
+			}
+			rp.creds = optarg;
+			break;
+		case O_PLAIN_HTTP: rp.plain_http = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -158,9 +198,14 @@ int cmd_build(int argc, char **argv)
 	}
 	if (config_path && read_config(config_path, &config) < 0)
 		return 2;
+	/* --config is the image's config here: the node's settings come from
+	 * $LAZYROOT_CONFIG or the default file */
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
 	p.progress = !noprog && !json && isatty(STDERR_FILENO);
+	p.tmp_dir = cfg.tmp_dir;
 
-	r = store_open(tools_store_url(store_opt), &s);
+	r = tools_store_open(&cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (p.pack && !store_holds_packs(s)) {
@@ -170,8 +215,13 @@ int cmd_build(int argc, char **argv)
 		return 2;
 	}
 	r = build_new(&p, s, &b);
-	if (r == 0)
+	if (r == 0 && source_is_registry(source)) {
+		r = registry_setup(&cfg, &rp, p.platform, &docker_config);
+		if (r == 0)
+			r = source_registry(b, source, &rp);
+	} else if (r == 0) {
 		r = source_add(b, source, p.platform);
+	}
 	if (r == 0 && config_path) {
 		r = image_tree_set_config(build_tree(b), config.data, config.len);
 		if (r < 0)

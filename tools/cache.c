@@ -317,6 +317,7 @@ static void stats_usage(FILE *f)
 	        "per mounted image the share of the image read.\n"
 	        "\n"
 	        "  --cache DIR     cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --config FILE   the node's settings (docs/settings.md)\n"
 	        "  --json          machine-readable output\n"
 	        "  --prometheus    Prometheus text format (lazyroot_cache_* metrics)\n",
 	        CACHE_DEFAULT_DIR);
@@ -326,6 +327,7 @@ static int cache_stats_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, 'c' },
+		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
@@ -333,12 +335,15 @@ static int cache_stats_cmd(int argc, char **argv)
 	};
 	const char *dir = NULL;
 	const struct cache_stats *st;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	bool json = false, prom = false;
 	int o, r;
 
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'c': dir = optarg; break;
+		case 'c': tools_flag(&fl, "--cache", optarg); break;
+		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'p': prom = true; break;
 		case 'h': stats_usage(stdout); return 0;
@@ -353,7 +358,9 @@ static int cache_stats_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache stats: --json and --prometheus exclude each other");
 		return 2;
 	}
-	dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	dir = cfg.cache_dir;
 	r = map_stats(dir, &st);
 	if (r < 0)
 		return 1;
@@ -378,6 +385,7 @@ static void verify_usage(FILE *f)
 	        "are fetched again when next read).  Safe while daemons run.\n"
 	        "\n"
 	        "  --cache DIR   cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --config FILE the node's settings (docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
 	        CACHE_DEFAULT_DIR);
 }
@@ -386,18 +394,22 @@ static int cache_verify_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, 'c' },
+		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL;
 	uint64_t checked = 0, dropped = 0;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	bool json = false;
 	int o, r;
 
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'c': dir = optarg; break;
+		case 'c': tools_flag(&fl, "--cache", optarg); break;
+		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'h': verify_usage(stdout); return 0;
 		default: verify_usage(stderr); return 2;
@@ -407,7 +419,9 @@ static int cache_verify_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache verify: unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
-	dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	dir = cfg.cache_dir;
 	r = cache_verify(dir, &checked, &dropped);
 	if (r < 0) {
 		log_errno(r, "cache '%s': verify", dir);
@@ -434,6 +448,7 @@ static void trim_usage(FILE *f)
 	        "\n"
 	        "  --to SIZE     bytes to keep at most\n"
 	        "  --cache DIR   cache directory (default: $LAZYROOT_CACHE, else %s)\n"
+	        "  --config FILE the node's settings (docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
 	        CACHE_DEFAULT_DIR);
 }
@@ -443,11 +458,14 @@ static int cache_trim_cmd(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "to", required_argument, NULL, 't' },
 		{ "cache", required_argument, NULL, 'c' },
+		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL, *to = NULL;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	uint64_t bytes, freed = 0;
 	bool json = false;
 	char a[32];
@@ -456,7 +474,8 @@ static int cache_trim_cmd(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 't': to = optarg; break;
-		case 'c': dir = optarg; break;
+		case 'c': tools_flag(&fl, "--cache", optarg); break;
+		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'h': trim_usage(stdout); return 0;
 		default: trim_usage(stderr); return 2;
@@ -474,7 +493,9 @@ static int cache_trim_cmd(int argc, char **argv)
 		log_error(-EINVAL, "cache trim: invalid size '%s'", to);
 		return 2;
 	}
-	dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	dir = cfg.cache_dir;
 	r = cache_trim(dir, bytes, &freed);
 	if (r < 0) {
 		log_errno(r, "cache '%s': trim", dir);

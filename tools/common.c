@@ -5,38 +5,51 @@
 #include "lib/lib.h"
 #include "cache/cache.h"
 #include "image/image.h"
+#include "node/config.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
-const char *tools_store_url(const char *opt)
+void tools_flag(struct tools_flags *f, const char *flag, const char *value)
 {
-	const char *env = getenv("LAZYROOT_STORE");
+	unsigned i;
 
-	if (opt && *opt)
-		return opt;
-	if (env && *env)
-		return env;
-	return STORE_DEFAULT_URL;
+	/* a flag given again replaces its value (the last one wins), so that
+	 * the slots hold one per setting flag: fewer than TOOLS_FLAGS_MAX */
+	for (i = 0; i < f->n && strcmp(f->v[i].flag, flag); i++)
+		;
+	if (i == TOOLS_FLAGS_MAX)
+		return;
+	f->v[i].flag = flag;
+	f->v[i].value = value;
+	if (i == f->n)
+		f->n++;
 }
 
-int tools_s3_endpoint(const char *url)
+int tools_settings(const struct tools_flags *f, struct node_config *c)
 {
-	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
-		return log_error(-EINVAL, "--s3-endpoint '%s': want http[s]://HOST[:PORT]", url);
-	if (setenv("AWS_ENDPOINT_URL_S3", url, 1) < 0)
-		return log_errno(-errno, "--s3-endpoint '%s'", url);
-	return 0;
+	int r = node_config_setup(c, f->config);
+
+	for (unsigned i = 0; r == 0 && i < f->n; i++)
+		r = node_config_set_flag(c, f->v[i].flag, f->v[i].value);
+	if (r < 0)
+		node_config_destroy(c);
+	return r;
 }
 
-const char *tools_cache_dir(const char *opt)
+void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n)
 {
-	const char *env = getenv("LAZYROOT_CACHE");
+	*n = (struct sandbox_node){
+		.pool_dir = c->pool_dir,
+		.record_dir = c->record_dir,
+		.no_pool = !c->pool,
+	};
+}
 
-	if (opt && *opt)
-		return opt;
-	if (env && *env)
-		return env;
-	return CACHE_DEFAULT_DIR;
+int tools_store_open(const struct node_config *c, struct store_options *o, struct store **ret)
+{
+	node_config_store_options(c, o);
+	return store_open_with(c->store_url, o, ret);
 }
 
 void tools_json_string(FILE *f, const char *s, size_t len)
@@ -97,6 +110,7 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, 's' },
 		{ "s3-endpoint", required_argument, NULL, 'e' },
+		{ "config", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -112,11 +126,9 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 	optind = 1;
 	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': o->store = optarg; break;
-		case 'e':
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
+		case 's': tools_flag(&o->flags, "--store", optarg); break;
+		case 'e': tools_flag(&o->flags, "--s3-endpoint", optarg); break;
+		case 'c': o->flags.config = optarg; break;
 		case 'j': o->json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -124,7 +136,14 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 	}
 	o->args = argv + 1 + optind;
 	o->nargs = argc - 1 - optind;
+	if (tools_settings(&o->flags, &o->cfg) < 0)
+		return 2;
 	return -1;
+}
+
+void tools_verb_done(struct tools_verb *o)
+{
+	node_config_destroy(&o->cfg);
 }
 
 int tools_pack_offsets(struct store *s, const struct image *img, const char *hex,

@@ -15,15 +15,16 @@ static void usage(FILE *f)
 	        "are killed, then the cgroups (v1 and v2), the sandbox's runtime state and\n"
 	        "the launcher's record under /run/lazyroot are removed.  Sandboxes whose\n"
 	        "launcher still runs are left alone.  `lazyroot run` does the same for stale\n"
-	        "entries at most every 10 seconds.  Needs root.  $LAZYROOT_RECORD_DIR\n"
-	        "replaces /run/lazyroot/launchers (see sandbox/POLICY.md).\n"
+	        "entries at most every 10 seconds.  Needs root.  The record_dir setting\n"
+	        "replaces /run/lazyroot/launchers (docs/settings.md).\n"
 	        "\n"
-	        "Also removes the pooled network namespaces (/run/lazyroot/pool, or\n"
-	        "$LAZYROOT_POOL_DIR) idle for 10 minutes or more, and those a dead\n"
+	        "Also removes the pooled network namespaces (/run/lazyroot/pool, or the\n"
+	        "pool_dir setting) idle for 10 minutes or more, and those a dead\n"
 	        "launcher held; with --pool every idle one.  Pooled namespaces in use are\n"
 	        "left alone.\n"
 	        "\n"
 	        "  --pool      remove every idle pooled namespace, however recent\n"
+	        "  --config FILE  the node's settings (docs/settings.md)\n"
 	        "  --json      print {\"removed\":[NAME...],\"live\":N,\"failed\":N,\n"
 	        "              \"pool_removed\":N,\"pool_kept\":N,\"pool_busy\":N}\n"
 	        "  -h, --help  this text\n"
@@ -53,12 +54,16 @@ int cmd_gc(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "pool", no_argument, NULL, 'p' },
+		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct names nm = { 0 };
 	struct sandbox_gc_result res;
 	struct sandbox_pool_gc_result pres;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct sandbox_node node;
 	bool all_pool = false;
 	int c, r, rp;
 
@@ -67,6 +72,7 @@ int cmd_gc(int argc, char **argv)
 		switch (c) {
 		case 'j': nm.json = true; break;
 		case 'p': all_pool = true; break;
+		case 'c': fl.config = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -75,16 +81,19 @@ int cmd_gc(int argc, char **argv)
 		log_error(-EINVAL, "gc: unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	tools_sandbox_node(&cfg, &node);
 	if (geteuid() != 0) {
 		log_error(-EPERM, "gc: needs root (cgroups, /run/lazyroot)");
 		return 1;
 	}
 	if (nm.json)
 		printf("{\"removed\":[");
-	r = sandbox_gc(print_removed, &nm, &res);
+	r = sandbox_gc(&node, print_removed, &nm, &res);
 	/* After the sandboxes: a dead launcher's slot is free only once its
 	 * record is collected and its sandbox gone. */
-	rp = sandbox_pool_gc(all_pool ? 0 : SANDBOX_POOL_IDLE, &pres);
+	rp = sandbox_pool_gc(&node, all_pool ? 0 : SANDBOX_POOL_IDLE, &pres);
 	if (nm.json)
 		printf("],\"live\":%u,\"failed\":%u,\"pool_removed\":%u,\"pool_kept\":%u,"
 		       "\"pool_busy\":%u}\n", res.live, res.failed + pres.failed, pres.removed,

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -15,6 +16,8 @@
 #include "chunker/chunker.h"
 #include "image/image.h"
 #include "lib/lib.h"
+#include "node/config.h"
+#include "lib/loop.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -25,6 +28,8 @@ static void usage(FILE *f)
 	        "       lazyroot image inspect REF [--store URL] [--s3-endpoint URL] [--json]\n"
 	        "       lazyroot image extract REF DIR [--store URL] [--s3-endpoint URL]\n"
 	        "       lazyroot image pack REF [--store URL] [--json]\n"
+	        "       lazyroot image rm REF... [--store URL] [--s3-endpoint URL]\n"
+	        "       lazyroot image copy REF --from URL --to URL [--s3-endpoint URL] [--json]\n"
 	        "\n"
 	        "REF is NAME[:TAG] or an index name (32 hex digits).\n"
 	        "  ls        the tags in the store and the index each names\n"
@@ -33,13 +38,19 @@ static void usage(FILE *f)
 	        "            every chunk read\n"
 	        "  pack      write the image's pack: its chunks, checked, in one file that\n"
 	        "            a mount reads its misses from (dir: stores only)\n"
+	        "  rm        remove tags; what only they reached goes at the next\n"
+	        "            `lazyroot store gc`\n"
+	        "  copy      copy an image between stores: the chunks the target lacks (checked,\n"
+	        "            many at once), then the index, its profile and pack, then the tag\n"
 	        "\n"
 	        "  --store URL   chunk store (default: $LAZYROOT_STORE, else %s)\n"
 	        "  --s3-endpoint URL\n"
 	        "                endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
 	        "                else $AWS_ENDPOINT_URL, else AWS)\n"
+	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                %s; docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
-	        STORE_DEFAULT_URL);
+	        STORE_DEFAULT_URL, NODE_CONFIG_DEFAULT_PATH);
 }
 
 /* An opened image: the index bytes and the reader over them. */
@@ -71,6 +82,16 @@ static int load_image(struct store *s, const char *ref, struct loaded *l)
 	if (r < 0)
 		return log_errno(r, "image '%s': index %s is corrupt", ref, l->hex);
 	return 0;
+}
+
+static bool is_index_name(const char *ref)
+{
+	if (strlen(ref) != 32)
+		return false;
+	for (const char *p = ref; *p; p++)
+		if (!strchr("0123456789abcdef", *p))
+			return false;
+	return true;
 }
 
 /* ---- ls ----------------------------------------------------------------- */
@@ -496,13 +517,281 @@ static int image_pack(struct store *s, const char *ref, bool json)
 	return r;
 }
 
+/* ---- rm ------------------------------------------------------------------- */
+
+static int image_rm(struct store *s, char **refs, int n)
+{
+	int r, ret = 0;
+
+	for (int i = 0; i < n; i++) {
+		char key[1200];
+
+		r = store_tag_key(refs[i], key, sizeof(key));
+		if (r < 0) {
+			ret = log_error(r, "image '%s': not a valid name[:tag]", refs[i]);
+			continue;
+		}
+		/* a HEAD first: S3 answers a DELETE of nothing with success */
+		r = (int)store_head_sync(s, key);
+		if (r >= 0)
+			r = store_delete_sync(s, key);
+		if (r == -ENOENT)
+			ret = log_error(r, "image '%s': no such tag in store '%s'", refs[i], store_url(s));
+		else if (r < 0)
+			ret = log_errno(r, "image '%s': removing tag from store '%s'", refs[i],
+			                store_url(s));
+	}
+	return ret;
+}
+
+/* ---- copy ------------------------------------------------------------------- */
+
+struct copier {
+	struct image *img;
+	struct image_chunk *chunks;   /* by position in keys */
+	ZSTD_DCtx *dctx;
+	bool progress;
+	uint64_t started;
+};
+
+static int copy_check(void *ud, size_t i, const struct buf *data)
+{
+	struct copier *c = ud;
+	const struct image_chunk *ch = &c->chunks[i];
+	_cleanup_free_ uint8_t *out = malloc(ch->size ? ch->size : 1);
+	char hex[HASH_HEX_SIZE];
+
+	if (!out)
+		return -ENOMEM;
+	if (chunk_decode(c->dctx, ch->name, ch->flags, ch->size, data->data, data->len, out) < 0) {
+		hex_encode(ch->name, HASH_SIZE, hex);
+		return log_error(-EBADMSG, "chunk %s: the source's copy does not match its name; "
+		                 "nothing of the image was tagged", hex);
+	}
+	return 0;
+}
+
+static void copy_progress(void *ud, const struct store_copy_report *r)
+{
+	struct copier *c = ud;
+	char b[32];
+	double secs = (double)(now_ns() - c->started) / 1e9;
+
+	if (!c->progress)
+		return;
+	fprintf(stderr, "\r\033[Kchunks %llu/%llu  sent %llu (%s)  %.0f MB/s",
+	        (unsigned long long)r->done, (unsigned long long)r->objects,
+	        (unsigned long long)r->copied, format_size(r->bytes, b, sizeof(b)),
+	        secs > 0 ? (double)r->bytes / 1e6 / secs : 0.0);
+}
+
+/* A whole small object from src to dst, when src has it: 1 copied, 0 absent. */
+static int copy_small(struct store *src, struct store *dst, const char *key)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	int r = store_get_sync(src, key, &b);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r == 0)
+		r = store_put_sync(dst, key, b.data, b.len);
+	if (r < 0)
+		return log_errno(r, "copying %s from '%s' to '%s'", key, store_url(src), store_url(dst));
+	return 1;
+}
+
+static int image_copy(const char *ref, const char *from, const char *to, bool json,
+                      const struct node_config *cfg)
+{
+	struct store_options so;
+	struct store *src = NULL, *dst = NULL;
+	struct loop *lp = NULL;
+	struct store_lease *lease = NULL;
+	struct loaded l = { 0 };
+	struct copier c = { .progress = !json && isatty(2), .started = now_ns() };
+	struct store_copy_params p = { .check = copy_check, .progress = copy_progress, .ud = &c };
+	struct store_copy_report rep = { 0 };
+	struct image_info info;
+	char **keys = NULL, key[1200];
+	uint64_t pack_bytes = 0;
+	size_t n = 0;
+	bool tagged = false, profile = false, pack = false;
+	int r;
+
+	/* both stores on one loop, so that reading one and writing the other overlap;
+	 * the sync calls below drive it too */
+	r = loop_new(256, &lp);
+	if (r < 0) {
+		lp = NULL;
+		log_errno(r, "image copy: setting up");
+		goto out;
+	}
+	node_config_store_options(cfg, &so);
+	r = store_open_with(from, &so, &src);
+	if (r == 0)
+		r = store_open_with(to, &so, &dst);
+	if (r == 0 && ((r = store_set_loop(src, lp)) < 0 || (r = store_set_loop(dst, lp)) < 0))
+		log_errno(r, "image copy: setting up");
+	if (r == 0)
+		r = load_image(src, ref, &l);
+	if (r < 0)
+		goto out;
+	image_get_info(l.img, &info);
+	keys = calloc(info.chunks + 1, sizeof(*keys));
+	c.chunks = calloc(info.chunks + 1, sizeof(*c.chunks));
+	c.dctx = ZSTD_createDCtx();
+	if (!keys || !c.chunks || !c.dctx) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < info.chunks && r == 0; i++) {
+		char hex[HASH_HEX_SIZE];
+
+		r = image_chunk(l.img, i, &c.chunks[n]);
+		if (r < 0)
+			break;
+		hex_encode(c.chunks[n].name, HASH_SIZE, hex);
+		if (asprintf(&keys[n], "chunks/%s", hex) < 0) {
+			keys[n] = NULL;
+			r = -ENOMEM;
+		}
+		n++;
+	}
+	if (r < 0)
+		goto out;
+	/* the lease before the first dedup check (store/GC.md) */
+	r = store_lease_take(dst, "copy", 0, &lease);
+	if (r < 0)
+		goto out;
+	r = store_copy_objects(src, dst, keys, n, &p, &rep);
+	if (c.progress)
+		fputc('\n', stderr);
+	if (r < 0)
+		goto out;
+	r = store_flush(dst);
+	if (r < 0) {
+		log_errno(r, "store '%s': flushing chunks", to);
+		goto out;
+	}
+	snprintf(key, sizeof(key), "indexes/%s", l.hex);
+	r = store_put_sync(dst, key, l.data.data, l.data.len);
+	if (r < 0) {
+		log_errno(r, "store '%s': writing index %s", to, l.hex);
+		goto out;
+	}
+	snprintf(key, sizeof(key), "profiles/%s", l.hex);
+	r = copy_small(src, dst, key);
+	if (r < 0)
+		goto out;
+	profile = r == 1;
+	if (store_holds_packs(dst)) {
+		snprintf(key, sizeof(key), "packs/%s", l.hex);
+		/* the pack goes along when the source has one: written from the
+		 * target's own chunk objects, each checked */
+		if (store_holds_packs(src) ? store_local_size(src, key) >= 0 :
+		                             store_head_sync(src, key) >= 0) {
+			r = build_pack(dst, l.img, l.hex, &pack_bytes);
+			if (r < 0)
+				goto out;
+			pack = true;
+		}
+	}
+	r = store_lease_check(lease);
+	if (r < 0)
+		goto out;
+	if (!is_index_name(ref)) {
+		char content[40];
+
+		r = store_tag_key(ref, key, sizeof(key));
+		snprintf(content, sizeof(content), "%s\n", l.hex);
+		if (r == 0)
+			r = store_put_sync(dst, key, content, strlen(content));
+		if (r < 0) {
+			log_errno(r, "store '%s': writing tag '%s'", to, ref);
+			goto out;
+		}
+		tagged = true;
+	}
+	{
+		double secs = (double)(now_ns() - c.started) / 1e9;
+		char b[32];
+
+		if (json)
+			printf("{\"index\":\"%s\",\"chunks\":%llu,\"present\":%llu,\"sent\":%llu,"
+			       "\"bytes_sent\":%llu,\"profile\":%s,\"pack_bytes\":%llu,\"tagged\":%s,"
+			       "\"seconds\":%.3f}\n", l.hex, (unsigned long long)rep.objects,
+			       (unsigned long long)rep.present, (unsigned long long)rep.copied,
+			       (unsigned long long)rep.bytes, profile ? "true" : "false",
+			       (unsigned long long)pack_bytes, tagged ? "true" : "false", secs);
+		else
+			printf("%s → %s: %llu chunks, %llu sent (%s), %llu there already%s%s, %.2f s\n",
+			       ref, to, (unsigned long long)rep.objects, (unsigned long long)rep.copied,
+			       format_size(rep.bytes, b, sizeof(b)), (unsigned long long)rep.present,
+			       profile ? ", profile" : "", pack ? ", pack" : "", secs);
+	}
+out:
+	store_lease_end(lease);
+	for (size_t i = 0; keys && i < n; i++)
+		free(keys[i]);
+	free(keys);
+	free(c.chunks);
+	ZSTD_freeDCtx(c.dctx);
+	loaded_free(&l);
+	store_free(src);
+	store_free(dst);
+	/* the stores' cancelled polls and timers complete, and free what they hold */
+	while (lp && loop_pending(lp) && loop_run_once(lp, true) >= 0)
+		;
+	loop_free(lp);
+	return r;
+}
+
+static int image_copy_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "from", required_argument, NULL, 'f' },
+		{ "to", required_argument, NULL, 't' },
+		{ "s3-endpoint", required_argument, NULL, 'e' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *from = NULL, *to = NULL;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	bool json = false;
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'f': from = optarg; break;
+		case 't': to = optarg; break;
+		case 'e': tools_flag(&fl, "--s3-endpoint", optarg); break;
+		case 'j': json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 2 || !from || !to) {
+		usage(stderr);
+		return 2;
+	}
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	return image_copy(argv[1 + optind], from, to, json, &cfg) < 0 ? 1 : 0;
+}
+
 int cmd_image(int argc, char **argv)
 {
-	struct tools_verb o;
+	_cleanup_(tools_verb_done) struct tools_verb o = { 0 };
+	struct store_options so;
 	const char *verb;
 	struct store *s = NULL;
 	int r, nargs;
 
+	if (argc >= 2 && !strcmp(argv[1], "copy"))
+		return image_copy_main(argc, argv);
 	r = tools_verb_parse(argc, argv, usage, &o);
 	if (r >= 0)
 		return r;
@@ -512,11 +801,12 @@ int cmd_image(int argc, char **argv)
 	if (!strcmp(verb, "ls") ? nargs != 0 :
 	    !strcmp(verb, "inspect") ? nargs != 1 :
 	    !strcmp(verb, "extract") ? nargs != 2 :
-	    !strcmp(verb, "pack") ? nargs != 1 : 1) {
+	    !strcmp(verb, "pack") ? nargs != 1 :
+	    !strcmp(verb, "rm") ? nargs < 1 : 1) {
 		usage(stderr);
 		return 2;
 	}
-	r = store_open(tools_store_url(o.store), &s);
+	r = tools_store_open(&o.cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "ls"))
@@ -525,6 +815,8 @@ int cmd_image(int argc, char **argv)
 		r = image_inspect(s, argv[0], o.json);
 	else if (!strcmp(verb, "pack"))
 		r = image_pack(s, argv[0], o.json);
+	else if (!strcmp(verb, "rm"))
+		r = image_rm(s, argv, nargs);
 	else
 		r = image_extract(s, argv[0], argv[1]);
 	store_free(s);

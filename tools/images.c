@@ -41,17 +41,6 @@
 #define FUSE_SUPER_MAGIC 0x65735546
 #define IMAGES_PASSWD_MAX (4u << 20)  /* largest /etc/passwd or /etc/group read */
 
-const char *tools_images_dir(const char *opt)
-{
-	const char *env = getenv("LAZYROOT_IMAGES");
-
-	if (opt && *opt)
-		return opt;
-	if (env && *env)
-		return env;
-	return IMAGES_DEFAULT_DIR;
-}
-
 /* 1: a lazyroot mount answers at dir; 0: nothing is mounted there; -ENOTCONN:
  * a lazyroot mount whose daemon is gone. */
 static int mounted(const char *dir)
@@ -69,20 +58,32 @@ static int mounted(const char *dir)
 	return 1;
 }
 
-/* `lazyroot mount HEX DIR --store URL --cache CACHE`, as a new process image
- * of this binary (by its path, not /proc/self/exe, so that the daemon's comm
- * is "lazyroot": `lazyroot umount` checks it before it waits on the pid);
- * returns once the mount answers or the mount failed (its messages are on our
+/* `lazyroot mount HEX DIR --store URL --cache CACHE [--config FILE]
+ * [--s3-endpoint URL]`, as a new process image of this binary (by its path,
+ * not /proc/self/exe, so that the daemon's comm is "lazyroot": `lazyroot
+ * umount` checks it before it waits on the pid); the daemon reads the same
+ * config file and environment, so it gets the caller's settings.  Returns
+ * once the mount answers or the mount failed (its messages are on our
  * stderr). */
 static int spawn_mount(const struct images_params *p, const char *hex, const char *dir)
 {
-	char *argv[] = { "lazyroot", "mount", (char *)hex, (char *)dir, "--store",
-	                 (char *)p->store_url, "--cache", (char *)p->cache_dir, NULL };
+	char *argv[13] = { "lazyroot", "mount", (char *)hex, (char *)dir, "--store",
+	                   (char *)p->store_url, "--cache", (char *)p->cache_dir };
+	int argc = 8;
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	int status;
 	pid_t pid;
 
+	if (p->config_path) {
+		argv[argc++] = "--config";
+		argv[argc++] = (char *)p->config_path;
+	}
+	if (p->s3_endpoint) {
+		argv[argc++] = "--s3-endpoint";
+		argv[argc++] = (char *)p->s3_endpoint;
+	}
+	argv[argc] = NULL;
 	if (n < 0)
 		return log_errno(-errno, "image %s: readlink /proc/self/exe", hex);
 	self[n] = '\0';

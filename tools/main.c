@@ -11,7 +11,9 @@ static const struct tools_command commands[] = {
 	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },
 	{ "profile", cmd_profile, "record, combine, store and show access profiles" },
+	{ "store", cmd_store, "collect garbage in a store and verify that it is whole" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
+	{ "config", cmd_config, "print the node's settings: file, environment, defaults" },
 };
 
 int main(int argc, char **argv)

@@ -43,7 +43,6 @@
 #include "tools/tools.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
-#define MOUNT_DEFAULT_READAHEAD 4   /* chunks fetched ahead of a sequential reader */
 #define MOUNT_LOOP_ENTRIES 256
 
 static void mount_usage(FILE *f)
@@ -56,6 +55,8 @@ static void mount_usage(FILE *f)
 	        "them in the node-local cache.  Returns once the mount answers; the daemon\n"
 	        "then runs in the background until `lazyroot umount MOUNTPOINT`.\n"
 	        "\n"
+	        "  --config FILE      the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                     %s; docs/settings.md has every setting)\n"
 	        "  --store URL        chunk store (default: $LAZYROOT_STORE, else %s)\n"
         "  --s3-endpoint URL  endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
         "                     else $AWS_ENDPOINT_URL, else AWS)\n"
@@ -73,11 +74,11 @@ static void mount_usage(FILE *f)
 	        "                     passthrough from a wholly cached copy of a large file\n"
 	        "                     (default: passthrough when root and the kernel has it,\n"
 	        "                     unless $LAZYROOT_PASSTHROUGH is off)\n"
-	        "  --no-cpu-latency   let idle CPUs halt while requests are being served\n"
-	        "                     (default: when root, ask for a CPU wake-up latency of\n"
-	        "                     0 until %d ms after the last request, so that a request\n"
-	        "                     or reply never waits for a halted CPU; also off when\n"
-	        "                     $LAZYROOT_CPU_LATENCY is off)\n"
+	        "  --no-cpu-latency   let idle CPUs halt while requests are being served, even\n"
+	        "                     when the cpu_latency setting (off by default; the config\n"
+	        "                     file or $LAZYROOT_CPU_LATENCY=on) asks, as root, for a CPU\n"
+	        "                     wake-up latency of 0 until cpu_latency_hold (default\n"
+	        "                     %d ms) after the last request (docs/settings.md)\n"
 	        "  --record-profile FILE  note the image's chunks in the order they are first\n"
 	        "                     read through this mount, and write them to FILE as an\n"
 	        "                     access profile of one trace when the mount ends (implies\n"
@@ -90,20 +91,17 @@ static void mount_usage(FILE *f)
 	        "  -f, --foreground   stay in the foreground\n"
 	        "  --debug            FUSE debug output on stderr (implies -f)\n"
 	        "  -h, --help         this text\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, MOUNT_DEFAULT_READAHEAD,
-	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000, FS_CPU_HOLD_MS, FS_PROFILE_WINDOW,
-	        FS_PROFILE_INFLIGHT);
+	        NODE_CONFIG_DEFAULT_PATH, STORE_DEFAULT_URL, CACHE_DEFAULT_DIR,
+	        NODE_DEFAULT_READAHEAD, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000,
+	        NODE_DEFAULT_CPU_LATENCY_HOLD_MS, NODE_DEFAULT_PROFILE_WINDOW,
+	        NODE_DEFAULT_PROFILE_INFLIGHT);
 }
 
 struct mount_opts {
 	const char *ref, *mountpoint, *store_url, *cache_dir;
 	const char *record_path;    /* --record-profile, absolute */
-	bool no_profile;
-	uint64_t cache_size;
-	uint64_t cache_memory;
-	uint64_t fetch_timeout_ms;
-	unsigned readahead;
-	bool foreground, debug, suid, dev, allow_other, no_passthrough, no_cpu_latency;
+	const struct node_config *cfg;   /* the node's settings */
+	bool foreground, debug, suid, dev, allow_other;
 };
 
 static void pid_path(const char *cache_dir, dev_t dev, char *out, size_t outlen)
@@ -184,28 +182,12 @@ static void *keep_index_thread(void *ud)
 	return NULL;
 }
 
-/* A tuning knob from the environment: 0 (the default) when unset or not a
- * number from 1 to max, with one warning for the latter. */
-static unsigned env_uint(const char *name, uint64_t max)
-{
-	const char *v = getenv(name);
-	uint64_t n;
-
-	if (!v || !*v)
-		return 0;
-	if (parse_uint(v, max, &n) < 0 || n == 0) {
-		log_msg(LOG_WARN, "%s '%s': want 1 to %llu; using the default", name, v,
-		        (unsigned long long)max);
-		return 0;
-	}
-	return (unsigned)n;
-}
-
 /* Mount and serve until the session ends or a signal stops it.  notify_fd:
  * the parent's pipe (stderr is on it too), or -1 in the foreground. */
 static int serve(const struct mount_opts *o, int notify_fd)
 {
 	struct daemon_state d = { .sfd = -1 };
+	struct store_options so;
 	struct index_map im = { 0 };
 	struct loop *l = NULL;
 	struct store *s = NULL;
@@ -238,10 +220,11 @@ static int serve(const struct mount_opts *o, int notify_fd)
 		log_errno(r, "mount '%s': creating the io_uring loop", mnt);
 		goto out;
 	}
-	r = store_open(tools_store_url(o->store_url), &s);
+	node_config_store_options(o->cfg, &so);
+	r = store_open_with(o->store_url, &so, &s);
 	if (r < 0)
 		goto out;
-	store_set_fetch_timeout(s, o->fetch_timeout_ms);
+	store_set_fetch_timeout(s, o->cfg->fetch_timeout_ms);
 	r = store_set_loop(s, l);
 	if (r < 0) {
 		log_errno(r, "store '%s': attaching it to the loop", store_url(s));
@@ -251,12 +234,10 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	if (r < 0)
 		goto out;
 	{
-		struct cache_params cp = {
-			.dir = o->cache_dir,
-			.limit = o->cache_size,
-			.memory_limit = o->cache_memory,
-		};
+		struct cache_params cp;
 
+		node_config_cache_params(o->cfg, &cp);
+		cp.dir = o->cache_dir;   /* made absolute */
 		r = cache_open(&cp, l, &c);   /* says why it failed */
 		if (r < 0)
 			goto out;
@@ -264,7 +245,7 @@ static int serve(const struct mount_opts *o, int notify_fd)
 	r = load_index(s, o->cache_dir, hex, &im);
 	if (r < 0)
 		goto out;
-	if (!o->no_profile)
+	if (o->cfg->profile)
 		(void)tools_profile_fetch(s, hex, &prof);
 	r = tools_pack_offsets(s, im.img, hex, &pack_offsets);
 	if (r < 0) {
@@ -283,14 +264,15 @@ static int serve(const struct mount_opts *o, int notify_fd)
 			.allow_other = o->allow_other,
 			.suid = o->suid,
 			.dev = o->dev,
-			.readahead_chunks = o->readahead,
-			.no_passthrough = o->no_passthrough,
-			.no_cpu_latency = o->no_cpu_latency,
+			.readahead_chunks = o->cfg->readahead,
+			.no_passthrough = !o->cfg->passthrough,
+			.no_cpu_latency = !o->cfg->cpu_latency,
+			.cpu_hold_ms = o->cfg->cpu_latency_hold_ms,
 			.debug = o->debug,
 			.record = o->record_path != NULL,
 			.profile = prof,
-			.profile_window = env_uint("LAZYROOT_PROFILE_WINDOW", 4096),
-			.profile_inflight = env_uint("LAZYROOT_PROFILE_INFLIGHT", 256),
+			.profile_window = o->cfg->profile_window,
+			.profile_inflight = o->cfg->profile_inflight,
 		};
 
 		r = fs_mount(&fp, &f);
@@ -482,8 +464,9 @@ int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
 	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_DEBUG,
-	       O_FETCH_TIMEOUT, O_RECORD, O_NOPROFILE };
+	       O_FETCH_TIMEOUT, O_RECORD, O_NOPROFILE, O_CONFIG };
 	static const struct option opts[] = {
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "cache", required_argument, NULL, O_CACHE },
@@ -503,66 +486,32 @@ int cmd_mount(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	struct mount_opts o = {
-		.cache_dir = NULL,
-		.cache_size = CACHE_DEFAULT_LIMIT,
-		.cache_memory = CACHE_DEFAULT_MEMORY,
-		.readahead = MOUNT_DEFAULT_READAHEAD,
-		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
-		.allow_other = true,
-		.no_passthrough = getenv("LAZYROOT_PASSTHROUGH") &&
-		                  !strcmp(getenv("LAZYROOT_PASSTHROUGH"), "off"),
-		.no_cpu_latency = getenv("LAZYROOT_CPU_LATENCY") &&
-		                  !strcmp(getenv("LAZYROOT_CPU_LATENCY"), "off"),
-	};
+	struct mount_opts o = { .allow_other = true };
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	_cleanup_free_ char *mnt_abs = NULL, *cache_abs = NULL, *store_abs = NULL;
 	_cleanup_free_ char *record_abs = NULL;
 	struct stat st;
-	uint64_t v;
 	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: o.store_url = optarg; break;
-		case O_S3_ENDPOINT:
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
-		case O_CACHE: o.cache_dir = optarg; break;
-		case O_CACHE_SIZE:
-			if (parse_size(optarg, &o.cache_size) < 0 || o.cache_size == 0) {
-				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
-				return 2;
-			}
-			break;
-		case O_CACHE_MEMORY:
-			if (parse_size(optarg, &o.cache_memory) < 0) {
-				log_error(-EINVAL, "--cache-memory '%s': not a size", optarg);
-				return 2;
-			}
-			break;
-		case O_READAHEAD:
-			if (parse_uint(optarg, 1024, &v) < 0) {
-				log_error(-EINVAL, "--readahead '%s': want 0 to 1024 chunks", optarg);
-				return 2;
-			}
-			o.readahead = (unsigned)v;
-			break;
-		case O_FETCH_TIMEOUT:
-			if (parse_uint(optarg, 86400, &v) < 0) {
-				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
-				return 2;
-			}
-			o.fetch_timeout_ms = v * 1000;
-			break;
+		case O_CONFIG: fl.config = optarg; break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_S3_ENDPOINT: tools_flag(&fl, "--s3-endpoint", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_CACHE_SIZE: tools_flag(&fl, "--cache-size", optarg); break;
+		case O_CACHE_MEMORY: tools_flag(&fl, "--cache-memory", optarg); break;
+		case O_READAHEAD: tools_flag(&fl, "--readahead", optarg); break;
+		case O_FETCH_TIMEOUT: tools_flag(&fl, "--fetch-timeout", optarg); break;
 		case O_SUID: o.suid = true; break;
 		case O_DEV: o.dev = true; break;
 		case O_NOALLOW: o.allow_other = false; break;
-		case O_NOPASSTHROUGH: o.no_passthrough = true; break;
-		case O_NOCPULATENCY: o.no_cpu_latency = true; break;
+		case O_NOPASSTHROUGH: tools_flag(&fl, "--no-passthrough", NULL); break;
+		case O_NOCPULATENCY: tools_flag(&fl, "--no-cpu-latency", NULL); break;
 		case O_RECORD: o.record_path = optarg; break;
-		case O_NOPROFILE: o.no_profile = true; break;
+		case O_NOPROFILE: tools_flag(&fl, "--no-profile", NULL); break;
 		case 'f': o.foreground = true; break;
 		case O_DEBUG: o.debug = o.foreground = true; break;
 		case 'h': mount_usage(stdout); return 0;
@@ -575,7 +524,10 @@ int cmd_mount(int argc, char **argv)
 	}
 	o.ref = argv[optind];
 	o.mountpoint = argv[optind + 1];
-	o.cache_dir = tools_cache_dir(o.cache_dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	o.cfg = &cfg;
+	o.cache_dir = cfg.cache_dir;
 	if (stat(o.mountpoint, &st) < 0) {
 		log_errno(-errno, "mount '%s'", o.mountpoint);
 		return 1;
@@ -587,7 +539,7 @@ int cmd_mount(int argc, char **argv)
 	/* The daemon runs from "/": relative paths would then name other places. */
 	mnt_abs = absolute(o.mountpoint);
 	cache_abs = absolute(o.cache_dir);
-	store_abs = absolute_store_url(tools_store_url(o.store_url));
+	store_abs = absolute_store_url(cfg.store_url);
 	if (!mnt_abs || !cache_abs || !store_abs) {
 		log_errno(-ENOMEM, "mount '%s'", o.mountpoint);
 		return 1;
@@ -627,6 +579,7 @@ static void umount_usage(FILE *f)
 	        "Unmount a lazyroot mount and wait until its daemon has exited.\n"
 	        "\n"
 	        "  --cache DIR   the cache directory the mount was made with (default: $LAZYROOT_CACHE,\n                else %s)\n"
+	        "  --config FILE the node's settings (docs/settings.md)\n"
 	        "  -h, --help    this text\n",
 	        CACHE_DEFAULT_DIR);
 }
@@ -710,13 +663,16 @@ static int unmount_path(const char *mnt)
 
 int cmd_umount(int argc, char **argv)
 {
-	enum { O_CACHE = 256 };
+	enum { O_CACHE = 256, O_CONFIG };
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, O_CACHE },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *cache_dir = NULL;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	const char *cache_dir;
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
 	dev_t dev;
@@ -725,7 +681,8 @@ int cmd_umount(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_CACHE: cache_dir = optarg; break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
 		case 'h': umount_usage(stdout); return 0;
 		default: umount_usage(stderr); return 2;
 		}
@@ -734,7 +691,9 @@ int cmd_umount(int argc, char **argv)
 		umount_usage(stderr);
 		return 2;
 	}
-	cache_dir = tools_cache_dir(cache_dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	cache_dir = cfg.cache_dir;
 	r = canonical_mountpoint(argv[optind], mnt, sizeof(mnt));
 	if (r < 0) {
 		log_errno(r, "umount '%s'", argv[optind]);

@@ -45,10 +45,13 @@ static void usage(FILE *f)
 	        "  --cache-size SIZE  bytes of chunks the cache keeps at most (default 10G)\n"
 	        "  --fetch-timeout S  seconds a chunk is retried on a failing remote store\n"
 	        "                     before it counts as failed (default %d)\n"
+	        "  --config FILE      the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                     %s; docs/settings.md)\n"
 	        "  --json             print a summary as JSON\n"
 	        "  --no-progress      no progress bar even on a terminal\n"
 	        "  -h, --help         this text\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000,
+	        NODE_CONFIG_DEFAULT_PATH);
 }
 
 struct prefetch {
@@ -229,13 +232,14 @@ static int make_order(struct prefetch *p, const struct image_profile *prof, bool
 int cmd_cache_prefetch(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_SIZE, O_JSON, O_NOPROG, O_FETCH_TIMEOUT,
-	       O_DECODE, O_PROFILED, O_NOPROFILE };
+	       O_DECODE, O_PROFILED, O_NOPROFILE, O_CONFIG };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
 		{ "fetch-timeout", required_argument, NULL, O_FETCH_TIMEOUT },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "cache-size", required_argument, NULL, O_SIZE },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
 		{ "decode", no_argument, NULL, O_DECODE },
@@ -244,9 +248,11 @@ int cmd_cache_prefetch(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *store_opt = NULL, *dir = NULL, *ref;
-	uint64_t fetch_timeout = STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000;
-	struct cache_params cp = { .limit = CACHE_DEFAULT_LIMIT };
+	const char *ref;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct store_options so;
+	struct cache_params cp;
 	struct prefetch p = { 0 };
 	struct index_map im = { 0 };
 	struct image_info info;
@@ -260,24 +266,12 @@ int cmd_cache_prefetch(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case O_STORE: store_opt = optarg; break;
-		case O_S3_ENDPOINT:
-			if (tools_s3_endpoint(optarg) < 0)
-				return 2;
-			break;
-		case O_FETCH_TIMEOUT:
-			if (parse_uint(optarg, 86400, &fetch_timeout) < 0) {
-				log_error(-EINVAL, "--fetch-timeout '%s': want 0 to 86400 seconds", optarg);
-				return 2;
-			}
-			break;
-		case O_CACHE: dir = optarg; break;
-		case O_SIZE:
-			if (parse_size(optarg, &cp.limit) < 0) {
-				log_error(-EINVAL, "--cache-size '%s': not a size", optarg);
-				return 2;
-			}
-			break;
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_S3_ENDPOINT: tools_flag(&fl, "--s3-endpoint", optarg); break;
+		case O_FETCH_TIMEOUT: tools_flag(&fl, "--fetch-timeout", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_SIZE: tools_flag(&fl, "--cache-size", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
 		case O_JSON: json = true; break;
 		case O_NOPROG: noprog = true; break;
 		case O_DECODE: p.decode = true; break;
@@ -294,12 +288,15 @@ int cmd_cache_prefetch(int argc, char **argv)
 		return 2;
 	}
 	ref = argv[optind++];
-	cp.dir = tools_cache_dir(dir);
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	node_config_cache_params(&cfg, &cp);
+	cp.memory_limit = 0;   /* a chunk only held in memory warms nothing */
 
-	r = store_open(tools_store_url(store_opt), &s);
+	r = tools_store_open(&cfg, &so, &s);
 	if (r < 0)
 		return 1;
-	store_set_fetch_timeout(s, fetch_timeout * 1000);
+	store_set_fetch_timeout(s, cfg.fetch_timeout_ms);
 	r = store_resolve(s, ref, hex);
 	if (r == 0)
 		r = load_index(s, cp.dir, hex, &im);

@@ -32,8 +32,13 @@ static void usage(FILE *f)
 	        "  show          traces, their chunks and bytes, of a profile file or of the\n"
 	        "                profile stored for REF\n"
 	        "  --store URL   chunk store (default: $LAZYROOT_STORE, else %s)\n"
+	        "  --s3-endpoint URL\n"
+	        "                endpoint of s3:// stores (default: $AWS_ENDPOINT_URL_S3,\n"
+	        "                else $AWS_ENDPOINT_URL, else AWS)\n"
+	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                %s; docs/settings.md)\n"
 	        "  --json        machine-readable output\n",
-	        STORE_DEFAULT_URL);
+	        STORE_DEFAULT_URL, NODE_CONFIG_DEFAULT_PATH);
 }
 
 void tools_profile_key(const char *hex, char out[64])
@@ -281,7 +286,8 @@ static int profile_show(struct store *s, const char *arg, bool json)
 
 int cmd_profile(int argc, char **argv)
 {
-	struct tools_verb o;
+	_cleanup_(tools_verb_done) struct tools_verb o = { 0 };
+	struct store_options so;
 	const char *verb;
 	struct store *s = NULL;
 	int r, nargs;
@@ -302,7 +308,7 @@ int cmd_profile(int argc, char **argv)
 	}
 	if (!strcmp(verb, "merge"))
 		return profile_merge(nargs - 1, argv + 1, argv[0]) < 0 ? 1 : 0;
-	r = store_open(tools_store_url(o.store), &s);
+	r = tools_store_open(&o.cfg, &so, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "push"))

@@ -8,7 +8,9 @@
  * the root filesystem is the node's mount.  Options and the policy file are
  * checked before anything is mounted.
  */
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 
 #include "cache/cache.h"
@@ -43,6 +45,8 @@ static void usage(FILE *f)
 	        "                       $LAZYROOT_CACHE, else %s)\n"
 	        "  --images DIR         where the node's image mounts live (default:\n"
 	        "                       $LAZYROOT_IMAGES, else %s)\n"
+	        "  --config FILE        the node's settings (default: $LAZYROOT_CONFIG, else\n"
+	        "                       %s; docs/settings.md)\n"
 	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
 	        "  --policy FILE        policy file (key = value lines); the options below\n"
 	        "                       override its fields whatever their order\n"
@@ -65,12 +69,15 @@ static void usage(FILE *f)
 	        "                       for the host side of its veth); nothing else (repeatable)\n"
 	        "  --stage NAME         the stage to start in (default: the first declared)\n"
 	        "  --json[=FILE]        write a report as JSON to FILE, or as the last line\n"
-	        "                       on stderr\n"
+	        "                       on stderr (always a line of its own)\n"
+	        "  --json-fd N          write the report to descriptor N, which the sandbox\n"
+	        "                       never holds: what it prints cannot pass for it\n"
 	        "  -h, --help           this text\n"
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
 	        "not found, 125 when the launcher fails (the message says why).\n",
-	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, IMAGES_DEFAULT_DIR);
+	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR,
+	        NODE_CONFIG_DEFAULT_PATH);
 }
 
 struct setting {
@@ -87,9 +94,10 @@ static void print_report(FILE *f, const struct sandbox_result *res)
 	else
 		fprintf(f, "\"%s\"", sandbox_kill_name(res->killed_by));
 	fprintf(f, ",\"wall_seconds\":%.6f,\"cpu_seconds\":%.6f,\"memory_peak\":%llu,"
-	        "\"output_bytes\":%llu,\"pids_limit_hit\":%s}\n",
+	        "\"output_bytes\":%llu,\"pids_limit_hit\":%s,\"uid_base\":%u,\"gid_base\":%u}\n",
 	        res->wall_seconds, res->cpu_seconds, (unsigned long long)res->memory_peak,
-	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false");
+	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false",
+	        (unsigned)res->uid_base, (unsigned)res->gid_base);
 }
 
 /* Apply the policy file and the options, in that order. */
@@ -105,21 +113,24 @@ static int apply_settings(struct sandbox *sb, const char *policy, const struct s
 
 /* The sandbox for IMAGE: resolved, its index mapped, mounted on this node;
  * then its config, the policy file and the options. */
-static int image_sandbox(const char *ref, const struct images_params *ip, const char *policy,
+static int image_sandbox(const char *ref, const struct node_config *cfg,
+                         const struct images_params *ip, const char *policy,
                          const struct setting *set, size_t nset, struct sandbox **ret)
 {
 	struct index_map im = { 0 };
+	struct store_options so;
+	struct sandbox_node node;
 	struct store *s = NULL;
 	struct sandbox *sb = NULL;
 	_cleanup_free_ char *dir = NULL;
 	char hex[HASH_HEX_SIZE];
-	const char *cfg;
-	size_t cfglen;
+	const char *icfg;
+	size_t icfglen;
 	int r;
 
 	/* An index name whose index this node keeps needs no store here: opening
 	 * an http(s) store (libcurl and TLS initialisation) cost more CPU than
-	 * the rest of a warm run (bench/RESULTS.md).  A tag always asks the
+	 * the rest of a warm run (docs/perf-log.md, "bench/image").  A tag always asks the
 	 * store, as tags move. */
 	r = -ENOENT;
 	if (strlen(ref) == 32 && strspn(ref, "0123456789abcdef") == 32) {
@@ -127,7 +138,7 @@ static int image_sandbox(const char *ref, const struct images_params *ip, const 
 		r = load_index(NULL, ip->cache_dir, hex, &im);
 	}
 	if (r < 0) {
-		r = store_open(ip->store_url, &s);
+		r = tools_store_open(cfg, &so, &s);
 		if (r == 0)
 			r = store_resolve(s, ref, hex);
 		/* Before the mount: its daemon then maps the index we keep. */
@@ -141,8 +152,10 @@ static int image_sandbox(const char *ref, const struct images_params *ip, const 
 	if (r == 0)
 		r = sandbox_new(&sb);
 	if (r == 0) {
-		image_config(im.img, &cfg, &cfglen);
-		r = images_apply_config(sb, dir, ref, cfg, cfglen);
+		tools_sandbox_node(cfg, &node);
+		sandbox_set_node(sb, &node);
+		image_config(im.img, &icfg, &icfglen);
+		r = images_apply_config(sb, dir, ref, icfg, icfglen);
 	}
 	if (r == 0)
 		r = apply_settings(sb, policy, set, nset);
@@ -162,7 +175,7 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG, O_JSON_FD };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -183,9 +196,11 @@ int cmd_run(int argc, char **argv)
 		{ "allow", required_argument, NULL, O_ALLOW },
 		{ "stage", required_argument, NULL, O_STAGE },
 		{ "json", optional_argument, NULL, O_JSON },
+		{ "json-fd", required_argument, NULL, O_JSON_FD },
 		{ "store", required_argument, NULL, O_STORE },
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
+		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -200,10 +215,14 @@ int cmd_run(int argc, char **argv)
 	_cleanup_free_ struct setting *set = calloc((size_t)argc, sizeof(*set));
 	_cleanup_free_ char *images_abs = NULL;
 	struct images_params ip = { 0 };
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct sandbox_node node;
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
-	const char *policy = NULL, *json = NULL, *image = NULL, *images_opt = NULL;
+	const char *policy = NULL, *json = NULL, *image = NULL;
 	bool want_json = false, rootfs = false;
+	int json_fd = -1;
 	size_t nset = 0;
 	int c, r;
 
@@ -224,9 +243,24 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case O_POLICY: policy = optarg; break;
 		case O_JSON: want_json = true; json = optarg; break;
-		case O_STORE: ip.store_url = optarg; break;
-		case O_CACHE: ip.cache_dir = optarg; break;
-		case O_IMAGES: images_opt = optarg; break;
+		case O_JSON_FD: {
+			uint64_t n;
+
+			if (parse_uint(optarg, INT_MAX, &n) < 0 || n <= 2 ||
+			    fcntl((int)n, F_GETFD) < 0) {
+				log_error(-EINVAL, "--json-fd '%s': want an open descriptor above 2",
+				          optarg);
+				return RUN_FAILED;
+			}
+			json_fd = (int)n;
+			/* The sandbox's init must not inherit it either. */
+			fcntl(json_fd, F_SETFD, FD_CLOEXEC);
+			break;
+		}
+		case O_STORE: tools_flag(&fl, "--store", optarg); break;
+		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
+		case O_IMAGES: tools_flag(&fl, "--images", optarg); break;
+		case O_CONFIG: fl.config = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');
 
@@ -257,37 +291,53 @@ int cmd_run(int argc, char **argv)
 		log_error(-EINVAL, "run: image '%s' and --rootfs: give one of them", image);
 		return RUN_FAILED;
 	}
-	/* Options and the policy file first, so that a typo mounts nothing. */
-	if (sandbox_new(&sb) < 0)
+	/* Settings, options and the policy file first, so that a typo mounts
+	 * nothing. */
+	if (tools_settings(&fl, &cfg) < 0 || sandbox_new(&sb) < 0)
 		return RUN_FAILED;
+	tools_sandbox_node(&cfg, &node);
+	sandbox_set_node(sb, &node);
 	r = apply_settings(sb, policy, set, nset);
 	if (r == 0 && image) {
 		sandbox_free(sb);
 		sb = NULL;
-		ip.store_url = tools_store_url(ip.store_url);
-		ip.cache_dir = tools_cache_dir(ip.cache_dir);
-		images_opt = tools_images_dir(images_opt);
-		if (images_opt[0] == '/') {
-			images_abs = strdup(images_opt);
+		ip.store_url = cfg.store_url;
+		ip.cache_dir = cfg.cache_dir;
+		ip.config_path = cfg.config_path;
+		ip.s3_endpoint = cfg.s3_endpoint;
+		if (cfg.images_dir[0] == '/') {
+			images_abs = strdup(cfg.images_dir);
 		} else {
 			_cleanup_free_ char *cwd = getcwd(NULL, 0);
 
-			if (!cwd || asprintf(&images_abs, "%s/%s", cwd, images_opt) < 0)
+			if (!cwd || asprintf(&images_abs, "%s/%s", cwd, cfg.images_dir) < 0)
 				images_abs = NULL;
 		}
 		if (!images_abs) {
-			log_errno(-ENOMEM, "--images '%s'", images_opt);
-			sandbox_free(sb);
+			log_errno(-ENOMEM, "--images '%s'", cfg.images_dir);
 			return RUN_FAILED;
 		}
 		ip.images_dir = images_abs;
-		r = image_sandbox(image, &ip, policy, set, nset, &sb);
+		r = image_sandbox(image, &cfg, &ip, policy, set, nset, &sb);
 	}
 	if (r == 0)
 		r = sandbox_run(sb, argv + optind, &res);
 	sandbox_free(sb);
 	if (r < 0)
 		return RUN_FAILED;
+	if (json_fd >= 0) {
+		FILE *f = fdopen(json_fd, "w");
+
+		if (!f) {
+			log_errno(-errno, "--json-fd %d", json_fd);
+			return RUN_FAILED;
+		}
+		print_report(f, &res);
+		if (fclose(f) != 0) {
+			log_errno(-EIO, "--json-fd %d", json_fd);
+			return RUN_FAILED;
+		}
+	}
 	if (want_json) {
 		if (json && *json) {
 			FILE *f = fopen(json, "we");
@@ -302,6 +352,10 @@ int cmd_run(int argc, char **argv)
 				return RUN_FAILED;
 			}
 		} else {
+			/* A line of its own: whatever the sandbox left unfinished
+			 * on stderr, the report is the whole last line. */
+			if (res.stderr_open_line)
+				fputc('\n', stderr);
 			print_report(stderr, &res);
 		}
 	}

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "node/config.h"
+
 int cmd_build(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
@@ -15,6 +17,8 @@ int cmd_run(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_store(int argc, char **argv);
+int cmd_config(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {
@@ -30,33 +34,51 @@ struct tools_command {
 int tools_dispatch(const char *prog, const char *what, const struct tools_command *cmds,
                    size_t n, int width, int argc, char **argv);
 
-/* The store URL: the --store value if given, else $LAZYROOT_STORE, else the
- * embedded default. */
-const char *tools_store_url(const char *opt);
+/* ---- the node's settings (node/config.h, docs/settings.md) ------------------ */
 
-/* The cache directory: the --cache value if given, else $LAZYROOT_CACHE, else
- * the default. */
-const char *tools_cache_dir(const char *opt);
+/* The setting flags a command was given, noted while its options are parsed
+ * and applied after the config file and the environment. */
+#define TOOLS_FLAGS_MAX 16
+struct tools_flags {
+	const char *config;             /* --config FILE, or NULL */
+	struct {
+		const char *flag, *value;
+	} v[TOOLS_FLAGS_MAX];
+	unsigned n;
+};
+/* Note flag (spelled as docs/settings.md spells it: "--cache-size") with its
+ * value; NULL for a --no-… switch. */
+void tools_flag(struct tools_flags *f, const char *flag, const char *value);
+/* The command's settings, read once: node_config_setup() with f->config, then
+ * f's flags in order.  Errors are logged (one line naming the file and line,
+ * the variable or the flag); c is then destroyed. */
+int tools_settings(const struct tools_flags *f, struct node_config *c);
+/* The sandbox launcher's node settings from c (borrowed strings). */
+struct sandbox_node;
+void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n);
+/* Open c's store with c's options, kept in o (which must outlive the store). */
+struct store;
+struct store_options;
+int tools_store_open(const struct node_config *c, struct store_options *o, struct store **ret);
 
 int cmd_cache_prefetch(int argc, char **argv);
 
-/* --s3-endpoint URL: the endpoint every s3:// store opened from now on uses
- * (it sets AWS_ENDPOINT_URL_S3, which s3 stores read first, so that build
- * workers and the mount daemon see it too).  Logs and returns -EINVAL for a
- * URL that is not http[s]://. */
-int tools_s3_endpoint(const char *url);
-
 /* `lazyroot CMD VERB [OPTION…] ARG…` for commands of verbs on a store (image,
- * profile): --store, --s3-endpoint, --json and --help after VERB.  Returns
- * -1 to go on, with o filled, else the exit status (usage printed: 0 for
- * --help, 2 for no verb or a bad option). */
+ * profile): --store, --s3-endpoint, --config, --json and --help after VERB.
+ * Returns -1 to go on, with o filled (o->cfg: the settings, which the caller
+ * destroys), else the exit status (usage printed: 0 for --help, 2 for no verb,
+ * a bad option or a bad setting). */
 struct tools_verb {
-	const char *verb, *store;
+	const char *verb;
 	bool json;
 	char **args;                    /* the arguments after the options */
 	int nargs;
+	struct tools_flags flags;
+	struct node_config cfg;
 };
 int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools_verb *o);
+/* For _cleanup_: destroys o->cfg. */
+void tools_verb_done(struct tools_verb *o);
 
 /* ---- access profiles (profile.c) ------------------------------------------ */
 
@@ -106,16 +128,12 @@ void index_map_free(struct index_map *m);
 
 /* ---- the node's shared image mounts (images.c) ---------------------------- */
 
-#define IMAGES_DEFAULT_DIR "/run/lazyroot/images"
-
-/* Where the node's image mounts live: the --images value if given, else
- * $LAZYROOT_IMAGES, else IMAGES_DEFAULT_DIR. */
-const char *tools_images_dir(const char *opt);
-
 struct images_params {
 	const char *images_dir;   /* absolute */
 	const char *store_url;
 	const char *cache_dir;
+	const char *config_path;  /* the node's config file (--config), or NULL */
+	const char *s3_endpoint;  /* --s3-endpoint, or NULL */
 };
 
 /* The directory where the image named hex (an index name) is mounted on this

@@ -399,7 +399,14 @@ static void *client_main(void *arg)
 		{
 			const char *line_end = strstr(resp.p, "\r\n");
 
-			sbuf_add(&out, resp.p, (size_t)(line_end - resp.p));
+			/* the status line as HTTP/1.1 whatever upstream spoke (an
+			 * HTTP/1.0 answer would make the client fall back to 1.0) */
+			if (!strncmp(resp.p, "HTTP/1.0 ", 9)) {
+				sbuf_add(&out, "HTTP/1.1", 8);
+				sbuf_add(&out, resp.p + 8, (size_t)(line_end - resp.p - 8));
+			} else {
+				sbuf_add(&out, resp.p, (size_t)(line_end - resp.p));
+			}
 			for (const char *p = line_end; p < resp.p + rhead - 4;) {
 				const char *e = strstr(p + 2, "\r\n");
 

@@ -7,16 +7,20 @@
 #  4. kill -9 of the daemon while it is held lets it go (the kernel drops a
 #     request with its file);
 #  5. --no-cpu-latency and LAZYROOT_CPU_LATENCY=off: never held (the daemon never opens the
-#     device, and the target stays idle).
-# The target is the node's: skips when another process holds a latency request of its own at
-# the start; waits out another's brief hold (a mount elsewhere on the node serving requests)
-# when the target should be idle.
+#     device, and the target stays idle);
+#  6. the default (the cpu_latency setting is off, docs/settings.md): never
+#     held; `cpu_latency = on` in a config file: held.
+# 1-5 turn it on with LAZYROOT_CPU_LATENCY=on (so 5 also checks that the flag
+# wins over the variable).  The target is the node's: skips when another process
+# holds a latency request of its own at the start; waits out another's brief hold
+# (a mount elsewhere on the node serving requests) when the target should be idle.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd python3 fusermount3
 [ -c /dev/fuse ] || { log "no /dev/fuse; skipping"; exit 77; }
 [ -c /dev/cpu_dma_latency ] || { log "no /dev/cpu_dma_latency; skipping"; exit 77; }
 workdir
+export LAZYROOT_CPU_LATENCY=on
 store=$WORK/store
 cache=$WORK/cache
 mnt=$WORK/mnt
@@ -127,3 +131,15 @@ unmount_it
 LAZYROOT_CPU_LATENCY=off check "$LAZYROOT" mount lat:1 "$mnt" --store "dir:$store" --cache "$cache"
 never_held
 unmount_it
+
+# --- 6: off by default; on from a config file
+unset LAZYROOT_CPU_LATENCY
+check "$LAZYROOT" mount lat:1 "$mnt" --store "dir:$store" --cache "$cache"
+never_held
+unmount_it
+echo 'cpu_latency = on' >"$WORK/node.conf"
+check "$LAZYROOT" mount lat:1 "$mnt" --store "dir:$store" --cache "$cache" --config "$WORK/node.conf"
+seen=$(probe 1 0)
+check test "$seen" = 0
+unmount_it
+check let_go

@@ -2,7 +2,8 @@
 # Attacks: "overwrite system binaries to intercept the grader" when the policy makes them
 # read-only, and reading protected files (the grader's reference solutions): with Landlock, a
 # path outside the writable ones refuses every kind of write (create, truncate, write, mkdir,
-# unlink, rename, symlink) with EACCES, a hidden file or directory refuses every access, also
+# unlink, rename, symlink) with EACCES (EROFS where the read-only mount that keeps its metadata
+# refuses first), a hidden file or directory refuses every access, also
 # through io_uring OPENAT (which seccomp does not see, so this test lets the ring through), and
 # a Landlock TCP port rule refuses bind and connect on other ports. The same paths stay
 # writable and readable where the policy allows, and without the rules the reads succeed, so the

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # A real HTTP chunk store for tests and benchmarks: nginx on 127.0.0.1 with WebDAV PUT
-# (atomic: nginx writes a temporary file in the data directory and renames it) and JSON
-# directory listings for tags/.  Source it after common.sh (it uses cleanup_add):
+# (atomic: nginx writes a temporary file in the data directory and renames it), DELETE and
+# MOVE (what `lazyroot store gc` needs) and JSON directory listings.  Source it after common.sh (it uses cleanup_add):
 #
 #   nginx_start DATA_DIR     start nginx serving DATA_DIR (created when missing) on a free
 #                            port; sets NGINX_URL (http://127.0.0.1:PORT), NGINX_PORT and
@@ -89,10 +89,10 @@ http {
 		$tls
 		root $data;
 		client_max_body_size 0;
-		dav_methods PUT;
+		dav_methods PUT DELETE MOVE;
 		create_full_put_path on;
 		dav_access user:rw group:r all:r;
-		location /tags/ {
+		location / {
 			autoindex on;
 			autoindex_format json;
 		}

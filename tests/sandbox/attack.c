@@ -12,6 +12,7 @@
  * Built static, so that it runs on any root filesystem.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>   /* before the linux headers, which then skip their copies */
@@ -37,8 +38,13 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 static int failures;
 
@@ -63,6 +69,14 @@ static void expect_fail(long r, const char *what)
 	int e = r < 0 ? errno : 0;
 
 	result(r < 0, what, e);
+}
+
+/* A write refused by Landlock (EACCES) or by a read-only mount (EROFS). */
+static void expect_write_refused(long r, const char *what)
+{
+	int e = r < 0 ? errno : 0;
+
+	result(r < 0 && (e == EACCES || e == EROFS), what, e);
 }
 
 static void refuse_on_host(const char *host_inode)
@@ -289,8 +303,9 @@ static void attack_net(int argc, char **argv)
 }
 
 /* Change the network namespace itself: a pooled one outlives the sandbox,
- * so nothing of it may be changed from inside (its owner is the host's user
- * namespace, and the sandbox's capabilities are dropped besides). */
+ * so nothing of it may be changed from inside (its owner is a user namespace
+ * of the pool's, in which the sandbox has no capability, and the sandbox's
+ * capabilities are dropped besides). */
 static void attack_netns(void)
 {
 	int s = socket(AF_INET, SOCK_DGRAM, 0), nl;
@@ -408,9 +423,159 @@ static void attack_fill(const char *path)
 	expect_errno(fd < 0 ? -1 : n, ENOSPC, "filling the disk ends in ENOSPC");
 }
 
+/* ---- shared budgets: per-user kernel limits ------------------------------ */
+
+/* Take one of KIND; 0 or -errno.  *fds gets the descriptors that hold it. */
+static int budget_take(const char *kind, int fds[2])
+{
+	fds[0] = fds[1] = -1;
+	if (!strcmp(kind, "inotify")) {
+		fds[0] = (int)syscall(SYS_inotify_init1, O_CLOEXEC);
+		return fds[0] < 0 ? -errno : 0;
+	}
+	if (!strcmp(kind, "ptys")) {
+		fds[0] = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		return fds[0] < 0 ? -errno : 0;
+	}
+	if (!strcmp(kind, "pipes")) {
+		/* A pipe of 1 MiB: refused (EPERM) once the user's pipe pages are
+		 * past fs.pipe-user-pages-soft, when new pipes also shrink. */
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			return -errno;
+		if (fcntl(fds[0], F_GETPIPE_SZ) < 65536)
+			return -ENOBUFS;
+		return fcntl(fds[0], F_SETPIPE_SZ, 1 << 20) < 0 ? -errno : 0;
+	}
+	if (!strcmp(kind, "inflight")) {
+		/* A socket pair with 253 descriptors in flight, never received:
+		 * the kernel counts them against the sending user until
+		 * RLIMIT_NOFILE, then refuses with ETOOMANYREFS. */
+		char byte = 'x', ctl[CMSG_SPACE(253 * sizeof(int))];
+		struct iovec iov = { &byte, 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+		                     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		int *p = (int *)CMSG_DATA(c);
+
+		if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, fds) < 0)
+			return -errno;
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(253 * sizeof(int));
+		for (int i = 0; i < 253; i++)
+			p[i] = fds[0];
+		return sendmsg(fds[1], &mh, 0) < 0 ? -errno : 0;
+	}
+	return -EINVAL;
+}
+
+/* Exhaust KIND, report how many it took and why it stopped, say "held",
+ * and hold everything until stdin ends. */
+static void attack_hog(const char *kind)
+{
+	char line[64];
+	int fds[2], n = 0, r;
+
+	while ((r = budget_take(kind, fds)) == 0 && n < 100000)
+		n++;
+	printf("took %d %s (%s)\n", n, kind, r ? strerror(-r) : "stopped");
+	printf("held\n");
+	result(n > 0 && r < 0, "exhausted the budget", -r);
+	while (fgets(line, sizeof(line), stdin))
+		;
+}
+
+/* KIND must still be there for this sandbox. */
+static void attack_budget(const char *kind)
+{
+	int fds[2], r = budget_take(kind, fds);
+	char what[64];
+
+	snprintf(what, sizeof(what), "one more %s", kind);
+	result(r == 0, what, -r);
+}
+
+/* ---- the launcher's terminal -------------------------------------------- */
+
+/* No descriptor of the sandbox is a terminal of the host, and /dev/tty
+ * (the controlling terminal) cannot be opened: nothing can be written to
+ * the operator's screen past the output pipes, nor its settings or window
+ * size changed. */
+static void attack_tty(void)
+{
+	struct winsize ws = { .ws_row = 3, .ws_col = 7 };
+	char what[64];
+
+	for (int fd = 0; fd < 3; fd++) {
+		snprintf(what, sizeof(what), "fd %d is no terminal (TIOCGWINSZ)", fd);
+		expect_errno(ioctl(fd, TIOCGWINSZ, &ws), ENOTTY, what);
+		snprintf(what, sizeof(what), "fd %d takes no window size (TIOCSWINSZ)", fd);
+		expect_fail(ioctl(fd, TIOCSWINSZ, &ws), what);
+	}
+	expect_fail(open("/dev/tty", O_RDWR | O_NOCTTY), "open /dev/tty");
+	result(write(0, "x", 1) < 0, "write to stdin", errno);
+}
+
+/* ---- what a writable bind keeps ------------------------------------------ */
+
+/* In DIR (a writable bind), leave what could hurt whoever uses it next: a
+ * setuid and a setgid executable, a setgid directory, files handed to host
+ * root and to ids the sandbox does not have, a FIFO and a symlink to
+ * /etc/shadow named like a result, a device node.  Each attempt prints what
+ * it did; the test checks the host's side afterwards. */
+static void attack_bind_leave(const char *dir)
+{
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/suid", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 04755);
+	if (fd >= 0) {
+		(void)!write(fd, "#!/bin/sh\nid\n", 14);
+		fchmod(fd, 06755);
+		close(fd);
+	}
+	printf("suid: %s\n", fd >= 0 ? "made" : strerror(errno));
+	result(chown(p, 0, 0) == 0, "chown to root inside (own range)", errno);
+	chmod(p, 06755);
+	snprintf(p, sizeof(p), "%s/sgid-dir", dir);
+	mkdir(p, 02777);
+	chmod(p, 02777);
+	snprintf(p, sizeof(p), "%s/sgid-dir/inner", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 02755);
+	if (fd >= 0)
+		close(fd);
+	snprintf(p, sizeof(p), "%s/nobody", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0)
+		close(fd);
+	/* 65534 inside is still the sandbox's range on the host. */
+	expect_fail(chown(p, 70000, 70000), "chown to an id not mapped inside");
+	snprintf(p, sizeof(p), "%s/result.fifo", dir);
+	printf("fifo: %s\n", mkfifo(p, 0666) == 0 ? "made" : strerror(errno));
+	snprintf(p, sizeof(p), "%s/result.json", dir);
+	printf("symlink: %s\n", symlink("/etc/shadow", p) == 0 ? "made" : strerror(errno));
+	snprintf(p, sizeof(p), "%s/null", dir);
+	expect_fail(mknod(p, S_IFCHR | 0666, makedev(1, 3)), "mknod a device");
+	/* Deeper than the launcher walks: it must close the way down instead. */
+	snprintf(p, sizeof(p), "%s/deep", dir);
+	if (mkdir(p, 0755) == 0 && chdir(p) == 0) {
+		for (int i = 0; i < 200; i++)
+			if (mkdir("d", 0755) < 0 || chdir("d") < 0)
+				break;
+		fd = open("suid", O_WRONLY | O_CREAT | O_TRUNC, 04755);
+		if (fd >= 0) {
+			fchmod(fd, 04755);
+			close(fd);
+		}
+		printf("deep suid: %s\n", fd >= 0 ? "made" : strerror(errno));
+	}
+}
+
 /* ---- Landlock: writes outside the writable paths, hidden paths ------------ */
 
-/* Each PATH must refuse every kind of write with EACCES: create, truncate,
+/* Each PATH must refuse every kind of write with EACCES (Landlock) or EROFS
+ * (the read-only mount that also keeps its metadata): create, truncate,
  * write, mkdir, unlink, rename, symlink; and a path under a hidden directory
  * or a hidden file must refuse reads too when prefixed with "hidden:". */
 static void attack_landlock(int argc, char **argv)
@@ -429,20 +594,20 @@ static void attack_landlock(int argc, char **argv)
 			continue;
 		}
 		snprintf(what, sizeof(what), "write to %s", p);
-		expect_errno(open(p, O_WRONLY), EACCES, what);
+		expect_write_refused(open(p, O_WRONLY), what);
 		snprintf(what, sizeof(what), "truncate %s", p);
-		expect_errno(truncate(p, 0), EACCES, what);
+		expect_write_refused(truncate(p, 0), what);
 		snprintf(what, sizeof(what), "unlink %s", p);
-		expect_errno(unlink(p), EACCES, what);
+		expect_write_refused(unlink(p), what);
 		snprintf(tmp, sizeof(tmp), "%s.new", p);
 		snprintf(what, sizeof(what), "create %s", tmp);
-		expect_errno(open(tmp, O_WRONLY | O_CREAT, 0644), EACCES, what);
+		expect_write_refused(open(tmp, O_WRONLY | O_CREAT, 0644), what);
 		snprintf(what, sizeof(what), "mkdir %s", tmp);
-		expect_errno(mkdir(tmp, 0755), EACCES, what);
+		expect_write_refused(mkdir(tmp, 0755), what);
 		snprintf(what, sizeof(what), "symlink %s", tmp);
-		expect_errno(symlink("/tmp", tmp), EACCES, what);
+		expect_write_refused(symlink("/tmp", tmp), what);
 		snprintf(what, sizeof(what), "rename %s away", p);
-		expect_errno(rename(p, tmp), EACCES, what);
+		expect_write_refused(rename(p, tmp), what);
 	}
 }
 
@@ -500,7 +665,8 @@ static long uring_openat(const char *path, int flags)
 }
 
 /* io_uring OPENAT (unseen by seccomp): OK:PATH must open, any other PATH
- * must be refused with EACCES (by Landlock). "w:" prefixes open for writing. */
+ * must be refused with EACCES (by Landlock; EROFS for writing where a
+ * read-only mount refuses first). "w:" prefixes open for writing. */
 static void attack_uring(int argc, char **argv)
 {
 	char what[512];
@@ -520,11 +686,12 @@ static void attack_uring(int argc, char **argv)
 		r = uring_openat(p, flags);
 		snprintf(what, sizeof(what), "io_uring OPENAT %s %s%s", p,
 		         flags == O_RDONLY ? "for reading" : "for writing",
-		         ok ? " works" : " refused (EACCES)");
+		         ok ? " works" : " refused");
 		if (ok)
 			result(r >= 0, what, r < 0 ? (int)-r : 0);
 		else
-			result(r == -EACCES, what, r < 0 ? (int)-r : 0);
+			result(r == -EACCES || (flags != O_RDONLY && r == -EROFS), what,
+			       r < 0 ? (int)-r : 0);
 	}
 }
 
@@ -748,6 +915,422 @@ static void attack_reach(int argc, char **argv)
 	}
 }
 
+/* ---- the syscall allowlist ---------------------------------------------- */
+
+/* Run f in a child; true when the child was killed by SIGSYS. */
+static bool killed_by_sigsys(void (*f)(void))
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	if (pid == 0) {
+		f();
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+}
+
+static void x32_getpid(void)
+{
+	syscall(0x40000000 | SYS_getpid);
+}
+
+static void i386_getpid(void)
+{
+	long r = 20;   /* getpid on i386 */
+
+	__asm__ volatile("int $0x80" : "+a"(r) : : "memory");
+}
+
+/* Refused are: what the allowlist does not name (ENOSYS, so that programs
+ * fall back), what it names as dangerous (EPERM), other ABIs (killed), and
+ * the page cache oracles.  Allowed newer syscalls still work. */
+static void attack_allowlist(void)
+{
+	static const struct { long nr; const char *name; } eperm[] = {
+		{ 467, "open_tree_attr" }, { 458, "listmount" }, { 457, "statmount" },
+		{ SYS_modify_ldt, "modify_ldt" }, { SYS_kcmp, "kcmp" }, { 438, "pidfd_getfd" },
+		{ 440, "process_madvise" }, { 448, "process_mrelease" },
+		{ SYS_fanotify_init, "fanotify_init" }, { SYS_mount_setattr, "mount_setattr" },
+		{ SYS_fspick, "fspick" }, { SYS_quotactl_fd, "quotactl_fd" }, { SYS_iopl, "iopl" },
+		{ SYS_syslog, "syslog" }, { SYS_vhangup, "vhangup" }, { SYS_uselib, "uselib" },
+		{ SYS_lookup_dcookie, "lookup_dcookie" }, { SYS_adjtimex, "adjtimex" },
+	};
+	/* Implemented by this kernel, not named by the allowlist. */
+	static const struct { long nr; const char *name; } enosys[] = {
+		{ 461, "lsm_list_modules" }, { 459, "lsm_get_self_attr" }, { 447, "memfd_secret" },
+		{ SYS_set_thread_area, "set_thread_area" }, { SYS_get_thread_area, "get_thread_area" },
+		{ SYS_migrate_pages, "migrate_pages" }, { SYS_move_pages, "move_pages" },
+		{ SYS_sysfs, "sysfs" }, { SYS_ustat, "ustat" }, { 470, "470 (not in this kernel's table)" },
+		{ 600, "600" }, { 0x3fffffff, "0x3fffffff" },
+	};
+	static const unsigned long bad_personas[] = {
+		0x0040000 /* ADDR_NO_RANDOMIZE */, 0x0400000 /* READ_IMPLIES_EXEC */,
+		0x0100000 /* MMAP_PAGE_ZERO */, 0x0000001 /* PER_SVR4 */,
+		(1ul << 32) | 0x0040000,
+	};
+	char what[160], buf[16], vec[4];
+	struct iovec iov = { buf, sizeof(buf) };
+	void *m;
+	int fd;
+	long r;
+
+	for (size_t i = 0; i < sizeof(eperm) / sizeof(eperm[0]); i++) {
+		snprintf(what, sizeof(what), "%s refused", eperm[i].name);
+		expect_errno(syscall(eperm[i].nr, 0, 0, 0, 0, 0, 0), EPERM, what);
+	}
+	for (size_t i = 0; i < sizeof(enosys) / sizeof(enosys[0]); i++) {
+		snprintf(what, sizeof(what), "%s unknown to the allowlist", enosys[i].name);
+		expect_errno(syscall(enosys[i].nr, 0, 0, 0, 0, 0, 0), ENOSYS, what);
+	}
+	for (size_t i = 0; i < sizeof(bad_personas) / sizeof(bad_personas[0]); i++) {
+		snprintf(what, sizeof(what), "personality(%#lx) refused", bad_personas[i]);
+		expect_errno(syscall(SYS_personality, bad_personas[i]), EPERM, what);
+	}
+	r = syscall(SYS_personality, 0xffffffffUL);
+	result(r >= 0 && (r & 0x0040000) == 0, "personality query works, no ADDR_NO_RANDOMIZE",
+	       r < 0 ? errno : 0);
+	r = syscall(SYS_personality, 0UL);
+	result(r >= 0, "personality(PER_LINUX) works", r < 0 ? errno : 0);
+	expect_errno(syscall(SYS_clone, CLONE_NEWNS | SIGCHLD | (1ul << 40), 0, 0, 0, 0), EPERM,
+	             "clone(CLONE_NEWNS) with high bits set");
+	result(killed_by_sigsys(x32_getpid), "an x32 syscall kills the process", 0);
+	result(killed_by_sigsys(i386_getpid), "an i386 syscall (int 0x80) kills the process", 0);
+
+	/* The page cache: which pages of a file are cached is nobody's business. */
+	fd = open("/bin/sh", O_RDONLY);
+	m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	expect_errno(m == MAP_FAILED ? 0 : mincore(m, 4096, (unsigned char *)vec), EPERM,
+	             "mincore on a mapping of /bin/sh");
+	expect_errno(syscall(451, fd, NULL, NULL, 0), EPERM, "cachestat");
+	expect_errno(syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0x8 /* RWF_NOWAIT */), EOPNOTSUPP,
+	             "preadv2 RWF_NOWAIT");
+	expect_errno(syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0x8 | 0x1 | (1ul << 33)), EOPNOTSUPP,
+	             "preadv2 RWF_NOWAIT|RWF_HIPRI with high bits");
+	r = syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0);
+	result(r > 0, "preadv2 without RWF_NOWAIT works", r < 0 ? errno : 0);
+
+	/* Newer syscalls the allowlist names work. */
+	r = syscall(462 /* mseal */, m, 4096, 0);
+	result(r == 0, "mseal works", r < 0 ? errno : 0);
+	close(open("/tmp/attack-chmod", O_WRONLY | O_CREAT, 0600));
+	r = syscall(452 /* fchmodat2 */, AT_FDCWD, "/tmp/attack-chmod", 0644, 0);
+	result(r == 0, "fchmodat2 works", r < 0 ? errno : 0);
+	r = syscall(SYS_landlock_create_ruleset, NULL, 0, 1);
+	result(r >= 6, "landlock ABI query works", r < 0 ? errno : 0);
+	if (m != MAP_FAILED)
+		munmap(m, 4096);
+	close(fd);
+}
+
+/* ---- socket families ---------------------------------------------------- */
+
+/* FAMILIES: which of unix, inet, inet6, netlink the policy allows (a
+ * comma-separated list, or "all").  Each allowed one must work, each other
+ * one, and every family, type and protocol outside them, must be refused. */
+static void attack_sockets(const char *families)
+{
+	static const struct { int family, type, proto, err; const char *name; } refused[] = {
+		{ 40, SOCK_STREAM, 0, EAFNOSUPPORT, "AF_VSOCK stream" },
+		{ 40, SOCK_DGRAM, 0, EAFNOSUPPORT, "AF_VSOCK datagram" },
+		{ AF_PACKET, SOCK_RAW, 0, EAFNOSUPPORT, "AF_PACKET" },
+		{ 38, SOCK_SEQPACKET, 0, EAFNOSUPPORT, "AF_ALG" },
+		{ 15, SOCK_RAW, 2, EAFNOSUPPORT, "AF_KEY" },
+		{ 30, SOCK_RDM, 0, EAFNOSUPPORT, "AF_TIPC" },
+		{ 21, SOCK_SEQPACKET, 0, EAFNOSUPPORT, "AF_RDS" },
+		{ 29, SOCK_RAW, 1, EAFNOSUPPORT, "AF_CAN" },
+		{ 44, SOCK_RAW, 0, EAFNOSUPPORT, "AF_XDP" },
+		{ 31, SOCK_STREAM, 0, EAFNOSUPPORT, "AF_BLUETOOTH" },
+		{ 3, SOCK_DGRAM, 0, EAFNOSUPPORT, "AF_AX25" },
+		{ 0, SOCK_STREAM, 0, EAFNOSUPPORT, "AF_UNSPEC" },
+		{ AF_INET, SOCK_DGRAM, 136, EPROTONOSUPPORT, "UDP-Lite (IPPROTO_UDPLITE)" },
+		{ AF_INET6, SOCK_DGRAM, 136, EPROTONOSUPPORT, "UDP-Lite over IPv6" },
+		{ AF_INET, SOCK_STREAM, 262, EPROTONOSUPPORT, "MPTCP (IPPROTO_MPTCP)" },
+		{ AF_INET6, SOCK_STREAM, 262, EPROTONOSUPPORT, "MPTCP over IPv6" },
+		{ AF_INET, SOCK_SEQPACKET, 132, EPROTONOSUPPORT, "SCTP" },
+		{ AF_INET, SOCK_SEQPACKET, 0, EPROTONOSUPPORT, "AF_INET seqpacket" },
+		{ AF_INET, SOCK_RAW, IPPROTO_ICMP, EPROTONOSUPPORT, "raw ICMP" },
+		{ AF_INET, SOCK_DGRAM, IPPROTO_ICMP, EPROTONOSUPPORT, "ICMP datagram" },
+		{ AF_INET, 10 /* SOCK_PACKET */, 0, EPROTONOSUPPORT, "SOCK_PACKET" },
+		{ AF_INET, SOCK_STREAM, 33 /* DCCP */, EPROTONOSUPPORT, "DCCP" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT, EPROTONOSUPPORT, "netlink uevents" },
+		{ AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT, EPROTONOSUPPORT,
+		  "netlink uevents (datagram)" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG, EPROTONOSUPPORT, "netlink sock_diag" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_AUDIT, EPROTONOSUPPORT, "netlink audit" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_GENERIC, EPROTONOSUPPORT, "netlink generic" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER, EPROTONOSUPPORT, "netlink netfilter" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_XFRM, EPROTONOSUPPORT, "netlink xfrm" },
+		{ AF_NETLINK, SOCK_RAW, NETLINK_CONNECTOR, EPROTONOSUPPORT, "netlink connector" },
+	};
+	static const struct { int family, type, proto; const char *name, *policy; } allowed[] = {
+		{ AF_UNIX, SOCK_STREAM, 0, "unix stream", "unix" },
+		{ AF_UNIX, SOCK_DGRAM, 0, "unix datagram", "unix" },
+		{ AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, "unix seqpacket", "unix" },
+		{ AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0, "inet stream", "inet" },
+		{ AF_INET, SOCK_STREAM, IPPROTO_TCP, "inet TCP", "inet" },
+		{ AF_INET, SOCK_DGRAM, IPPROTO_UDP, "inet UDP", "inet" },
+		{ AF_INET6, SOCK_STREAM, 0, "inet6 stream", "inet6" },
+		{ AF_INET6, SOCK_DGRAM, 0, "inet6 datagram", "inet6" },
+		{ AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE, "netlink route", "netlink" },
+		{ AF_NETLINK, SOCK_DGRAM, NETLINK_ROUTE, "netlink route (datagram)", "netlink" },
+	};
+	char what[160], list[64];
+	int sv[2];
+	long r;
+
+	snprintf(list, sizeof(list), ",%s,", !strcmp(families, "all") ?
+	         "unix,inet,inet6,netlink" : families);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int err = refused[i].err;
+		char fam[16] = "";
+
+		/* a refused protocol of a family the policy left out is refused
+		 * for its family */
+		if (refused[i].family == AF_INET) snprintf(fam, sizeof(fam), ",inet,");
+		if (refused[i].family == AF_INET6) snprintf(fam, sizeof(fam), ",inet6,");
+		if (refused[i].family == AF_NETLINK) snprintf(fam, sizeof(fam), ",netlink,");
+		if (fam[0] && !strstr(list, fam))
+			err = EAFNOSUPPORT;
+		snprintf(what, sizeof(what), "socket %s refused", refused[i].name);
+		expect_errno(socket(refused[i].family, refused[i].type, refused[i].proto), err, what);
+	}
+	/* The family is an int: high bits do not make AF_VSOCK pass. */
+	expect_errno(syscall(SYS_socket, (1ul << 32) | 40, SOCK_STREAM, 0), EAFNOSUPPORT,
+	             "socket AF_VSOCK with high bits refused");
+	expect_errno(socketpair(40, SOCK_STREAM, 0, sv), EAFNOSUPPORT, "socketpair AF_VSOCK refused");
+	expect_errno(socketpair(AF_INET, SOCK_STREAM, 0, sv), EAFNOSUPPORT,
+	             "socketpair AF_INET refused");
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		char fam[16];
+		bool want;
+
+		snprintf(fam, sizeof(fam), ",%s,", allowed[i].policy);
+		want = strstr(list, fam) != NULL;
+		r = socket(allowed[i].family, allowed[i].type, allowed[i].proto);
+		snprintf(what, sizeof(what), "socket %s %s", allowed[i].name,
+		         want ? "works" : "refused (not in the policy)");
+		if (want)
+			result(r >= 0, what, r < 0 ? errno : 0);
+		else
+			expect_errno(r, EAFNOSUPPORT, what);
+		if (r >= 0)
+			close((int)r);
+	}
+	r = socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	if (strstr(list, ",unix,")) {
+		result(r == 0, "socketpair AF_UNIX works", r < 0 ? errno : 0);
+	} else {
+		expect_errno(r, EAFNOSUPPORT, "socketpair AF_UNIX refused (not in the policy)");
+	}
+	if (r == 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+
+/* ---- kernel uevents ------------------------------------------------------ */
+
+/* Make a NETLINK_KOBJECT_UEVENT socket the only way left, through io_uring
+ * (the policy must let the ring through), subscribe to the kernel's uevents,
+ * say "ready", and once the test has seen a uevent of its own on the host
+ * (a line on stdin), check that none reached the sandbox. */
+static void attack_uevent(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	struct io_uring_sqe op = { .opcode = 45 /* IORING_OP_SOCKET */, .fd = AF_NETLINK,
+	                           .off = SOCK_DGRAM, .len = NETLINK_KOBJECT_UEVENT };
+	char line[64], buf[4096];
+	long s = uring_submit(&op), bound = -1;
+	int bind_err = 0;
+	ssize_t n;
+
+	if (s >= 0) {
+		bound = bind((int)s, (struct sockaddr *)&sa, sizeof(sa));
+		bind_err = bound < 0 ? errno : 0;
+	}
+	printf("ready\n");
+	if (!fgets(line, sizeof(line), stdin))
+		return;
+	expect_errno(socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT), EPROTONOSUPPORT,
+	             "socket() for uevents refused");
+	if (s < 0) {
+		result(true, "io_uring cannot make a uevent socket either", (int)-s);
+		return;
+	}
+	if (bound < 0) {
+		result(true, "a uevent socket made through io_uring cannot subscribe", bind_err);
+		return;
+	}
+	n = recv((int)s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	if (n > 0)
+		buf[n] = '\0';
+	result(n < 0 && errno == EAGAIN, n > 0 ? buf : "no host uevent reaches the sandbox",
+	       n < 0 ? errno : 0);
+}
+
+/* ---- the page cache of a shared file ------------------------------------- */
+
+/* Each way to tell which pages of FILE are in the page cache without reading
+ * them (and so caching them) must be refused: mincore on a mapping of it,
+ * cachestat, preadv2 with RWF_NOWAIT.  FILE is shared with other sandboxes
+ * (the image, or a bind): its cached pages are the ones they read. */
+static void attack_pagecache(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	unsigned char vec[256];
+	char buf[4096];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct { uint64_t off, len; } range = { 0, 0 };
+	uint64_t cs[8];
+	int answered = 0;
+	void *m;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size < 4096) {
+		result(false, "open the shared file", errno);
+		return;
+	}
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	expect_errno(m == MAP_FAILED ? 0 : mincore(m, MIN((size_t)st.st_size, sizeof(vec) * 4096),
+	                                           vec), EPERM, "mincore on the shared file");
+	expect_errno(syscall(451, fd, &range, cs, 0), EPERM, "cachestat on the shared file");
+	for (off_t off = 0; off + 4096 <= st.st_size && off < 64 * 4096; off += 4096) {
+		long r = syscall(SYS_preadv2, fd, &iov, 1, off, 0, 0x8 /* RWF_NOWAIT */);
+
+		if (r >= 0 || errno != EOPNOTSUPP)
+			answered++;
+	}
+	result(answered == 0, "preadv2 RWF_NOWAIT refused on every page of the shared file", 0);
+	if (m != MAP_FAILED)
+		munmap(m, (size_t)st.st_size);
+	close(fd);
+}
+
+/* ---- metadata of read-only and hidden paths ---------------------------- */
+
+/* ro:PATH   chmod, chown (to its own owner), utimes, truncate and xattr
+ *           changes of PATH must fail with EROFS (Landlock has no right for
+ *           them: the path must be on a read-only mount);
+ * hidden:PATH:MTIME   stat of PATH must show nothing of the file: size 0,
+ *           mode 000, not the mtime MTIME, no extended attribute. */
+static void attack_metadata(int argc, char **argv)
+{
+	char what[512], names[256];
+
+	for (int i = 0; i < argc; i++) {
+		struct stat st;
+
+		if (!strncmp(argv[i], "ro:", 3)) {
+			const char *p = argv[i] + 3;
+			struct timespec ts[2] = { { 1, 0 }, { 1, 0 } };
+
+			if (lstat(p, &st) < 0) {
+				result(false, p, errno);
+				continue;
+			}
+			snprintf(what, sizeof(what), "chmod %s", p);
+			expect_errno(chmod(p, 04777), EROFS, what);
+			snprintf(what, sizeof(what), "chown %s to its own owner", p);
+			expect_errno(lchown(p, st.st_uid, st.st_gid), EROFS, what);
+			snprintf(what, sizeof(what), "utimensat %s", p);
+			expect_errno(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), EROFS, what);
+			snprintf(what, sizeof(what), "set user.attack on %s", p);
+			expect_errno(lsetxattr(p, "user.attack", "x", 1, 0), EROFS, what);
+			snprintf(what, sizeof(what), "set trusted.overlay.opaque on %s", p);
+			expect_fail(lsetxattr(p, "trusted.overlay.opaque", "y", 1, 0), what);
+			snprintf(what, sizeof(what), "remove security.capability of %s", p);
+			expect_fail(lremovexattr(p, "security.capability"), what);
+			snprintf(what, sizeof(what), "write to %s", p);
+			expect_fail(open(p, O_WRONLY), what);
+			if (lstat(p, &st) == 0) {
+				snprintf(what, sizeof(what), "%s unchanged: mode %o, mtime %lld", p,
+				         st.st_mode & 07777, (long long)st.st_mtime);
+				result(!(st.st_mode & 04000) && st.st_mtime != 1, what, 0);
+			}
+		} else if (!strncmp(argv[i], "hidden:", 7)) {
+			char *p = argv[i] + 7, *colon = strrchr(p, ':');
+			long long mtime = colon ? atoll(colon + 1) : -1;
+			ssize_t n;
+
+			if (colon)
+				*colon = '\0';
+			snprintf(what, sizeof(what), "stat hidden %s", p);
+			if (lstat(p, &st) < 0) {
+				result(true, what, errno);   /* not even that */
+				continue;
+			}
+			snprintf(what, sizeof(what), "stat hidden %s shows size %lld, mode %o, mtime %lld", p,
+			         (long long)st.st_size, st.st_mode & 07777, (long long)st.st_mtime);
+			result((S_ISDIR(st.st_mode) || st.st_size == 0) && (st.st_mode & 07777) == 0 &&
+			       st.st_mtime != mtime, what, 0);
+			n = llistxattr(p, names, sizeof(names));
+			snprintf(what, sizeof(what), "hidden %s has no extended attribute", p);
+			result(n <= 0, what, n < 0 ? errno : 0);
+			n = lgetxattr(p, "user.secret", names, sizeof(names));
+			snprintf(what, sizeof(what), "hidden %s: user.secret unreadable", p);
+			result(n < 0, what, n < 0 ? errno : 0);
+		}
+	}
+}
+
+/* ---- what of the host shows in /proc, /sys and the mount table ---------- */
+
+/* Each PATH must read as empty (masked) or not exist; each "nomount:STR"
+ * means no line of /proc/self/mountinfo contains STR. */
+static void attack_masks(int argc, char **argv)
+{
+	char what[512], buf[65536];
+
+	for (int i = 0; i < argc; i++) {
+		if (!strncmp(argv[i], "nomount:", 8)) {
+			int fd = open("/proc/self/mountinfo", O_RDONLY);
+			ssize_t n, total = 0;
+
+			while (fd >= 0 && total < (ssize_t)sizeof(buf) - 1 &&
+			       (n = read(fd, buf + total, sizeof(buf) - 1 - (size_t)total)) > 0)
+				total += n;
+			buf[total] = '\0';
+			if (fd >= 0)
+				close(fd);
+			snprintf(what, sizeof(what), "mountinfo does not show '%s'", argv[i] + 8);
+			result(total > 0 && !strstr(buf, argv[i] + 8), what, 0);
+		} else {
+			struct stat st;
+			int fd;
+			ssize_t n = 0;
+
+			if (lstat(argv[i], &st) < 0) {
+				snprintf(what, sizeof(what), "%s does not exist", argv[i]);
+				result(errno == ENOENT, what, errno);
+				continue;
+			}
+			if (S_ISDIR(st.st_mode)) {
+				int entries = 0;
+				DIR *d = opendir(argv[i]);
+				struct dirent *de;
+
+				while (d && (de = readdir(d)))
+					entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+				if (d)
+					closedir(d);
+				snprintf(what, sizeof(what), "%s lists nothing", argv[i]);
+				result(entries == 0, what, 0);
+				continue;
+			}
+			fd = open(argv[i], O_RDONLY);
+			if (fd >= 0) {
+				n = read(fd, buf, sizeof(buf));
+				close(fd);
+			}
+			snprintf(what, sizeof(what), "%s reads nothing", argv[i]);
+			result(fd < 0 || n <= 0, what, fd < 0 ? errno : 0);
+			snprintf(what, sizeof(what), "%s cannot be written", argv[i]);
+			expect_fail(open(argv[i], O_WRONLY), what);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -780,6 +1363,26 @@ int main(int argc, char **argv)
 		attack_reach(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "fill") && argc == 4)
 		attack_fill(argv[3]);
+	else if (!strcmp(argv[2], "hog") && argc == 4)
+		attack_hog(argv[3]);
+	else if (!strcmp(argv[2], "budget") && argc == 4)
+		attack_budget(argv[3]);
+	else if (!strcmp(argv[2], "tty"))
+		attack_tty();
+	else if (!strcmp(argv[2], "bind-leave") && argc == 4)
+		attack_bind_leave(argv[3]);
+	else if (!strcmp(argv[2], "allowlist"))
+		attack_allowlist();
+	else if (!strcmp(argv[2], "sockets") && argc == 4)
+		attack_sockets(argv[3]);
+	else if (!strcmp(argv[2], "uevent"))
+		attack_uevent();
+	else if (!strcmp(argv[2], "pagecache") && argc == 4)
+		attack_pagecache(argv[3]);
+	else if (!strcmp(argv[2], "metadata"))
+		attack_metadata(argc - 3, argv + 3);
+	else if (!strcmp(argv[2], "masks"))
+		attack_masks(argc - 3, argv + 3);
 	else {
 		fprintf(stderr, "attack: unknown attack '%s'\n", argv[2]);
 		return 2;

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "lib/lib.h"
+#include "node/config.h"
 #include "store/store-internal.h"
 
 static void test_s3__urls(void **state)
@@ -146,12 +147,30 @@ static int env_teardown(void **state)
 	return 0;
 }
 
+/* s3_conf_load with the store options the node's settings make of the
+ * environment (node/config.c reads the AWS variables; the store reads none). */
+static int conf_load(const char *url, struct s3_conf *c)
+{
+	struct node_config nc;
+	struct store_options o;
+	int r;
+
+	node_config_init(&nc);
+	r = node_config_env(&nc);
+	if (r == 0) {
+		node_config_store_options(&nc, &o);
+		r = s3_conf_load(url, &o, c);
+	}
+	node_config_destroy(&nc);
+	return r;
+}
+
 static void test_s3__conf_from_the_environment(void **state)
 {
 	struct s3_conf c;
 
 	/* the file's default profile; AWS's endpoint for the default region */
-	assert_int_equal(s3_conf_load("s3://bkt/p", &c), 0);
+	assert_int_equal(conf_load("s3://bkt/p", &c), 0);
 	assert_string_equal(c.access_key, "AKDEFAULT");
 	assert_string_equal(c.region, "us-east-1");
 	assert_string_equal(c.endpoint, "https://s3.us-east-1.amazonaws.com");
@@ -163,7 +182,7 @@ static void test_s3__conf_from_the_environment(void **state)
 	setenv("AWS_PROFILE", "colon", 1);
 	setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
 	setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000/", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), 0);
+	assert_int_equal(conf_load("s3://bkt", &c), 0);
 	assert_string_equal(c.access_key, "AK:COLON");
 	assert_string_equal(c.secret_key, "se:cr=et");
 	assert_string_equal(c.token, "tok");
@@ -172,19 +191,19 @@ static void test_s3__conf_from_the_environment(void **state)
 	s3_conf_destroy(&c);
 	setenv("AWS_REGION", "r2", 1);
 	setenv("AWS_ENDPOINT_URL_S3", "https://s3.example", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), 0);
+	assert_int_equal(conf_load("s3://bkt", &c), 0);
 	assert_string_equal(c.region, "r2");
 	assert_string_equal(c.endpoint, "https://s3.example");
 	s3_conf_destroy(&c);
 	/* an endpoint in the URL wins over every variable */
-	assert_int_equal(s3_conf_load("s3+http://10.0.0.1:80/bkt", &c), 0);
+	assert_int_equal(conf_load("s3+http://10.0.0.1:80/bkt", &c), 0);
 	assert_string_equal(c.endpoint, "http://10.0.0.1:80");
 	s3_conf_destroy(&c);
 
 	/* keys in the environment win over the file */
 	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), 0);
+	assert_int_equal(conf_load("s3://bkt", &c), 0);
 	assert_string_equal(c.access_key, "ENVKEY");
 	assert_null(c.token);
 	s3_conf_destroy(&c);
@@ -193,20 +212,20 @@ static void test_s3__conf_from_the_environment(void **state)
 
 	/* named things that are not there, and bad values */
 	setenv("AWS_PROFILE", "nosuch", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), -ENOENT);
+	assert_int_equal(conf_load("s3://bkt", &c), -ENOENT);
 	setenv("AWS_PROFILE", "nosecret", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), -EINVAL);
+	assert_int_equal(conf_load("s3://bkt", &c), -EINVAL);
 	unsetenv("AWS_PROFILE");
 	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), -ENOENT);
+	assert_int_equal(conf_load("s3://bkt", &c), -ENOENT);
 	setenv("AWS_SHARED_CREDENTIALS_FILE", credfile, 1);
 	setenv("AWS_REGION", "bad region", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), -EINVAL);
+	assert_int_equal(conf_load("s3://bkt", &c), -EINVAL);
 	unsetenv("AWS_REGION");
 	setenv("AWS_ENDPOINT_URL_S3", "ftp://x", 1);
-	assert_int_equal(s3_conf_load("s3://bkt", &c), -EINVAL);
+	assert_int_equal(conf_load("s3://bkt", &c), -EINVAL);
 	unsetenv("AWS_ENDPOINT_URL_S3");
-	assert_int_equal(s3_conf_load("s3://b", &c), -EINVAL);
+	assert_int_equal(conf_load("s3://b", &c), -EINVAL);
 	unsetenv("AWS_ENDPOINT_URL");
 	unsetenv("AWS_DEFAULT_REGION");
 }
@@ -286,15 +305,17 @@ static void test_s3__error_codes(void **state)
  * timeout, then -ECONNREFUSED; listing too. */
 static void test_s3__unreachable_endpoint_fails_after_retries(void **state)
 {
+	struct store_options o = {
+		.s3_endpoint = "http://127.0.0.1:1",
+		.s3_access_key = "K",
+		.s3_secret_key = "S:S",
+	};
 	struct store *s;
 	struct buf b = BUF_INIT;
 	char **names;
 	size_t n;
 
-	setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
-	setenv("AWS_ACCESS_KEY_ID", "K", 1);
-	setenv("AWS_SECRET_ACCESS_KEY", "S:S", 1);
-	assert_int_equal(store_open("s3://bucket/pre", &s), 0);
+	assert_int_equal(store_open_with("s3://bucket/pre", &o, &s), 0);
 	store_set_fetch_timeout(s, 200);
 	assert_int_equal(store_get_sync(s, "tags/x:1", &b), -ECONNREFUSED);
 	assert_true(store_get_counters(s)->retries > 0);
@@ -302,9 +323,6 @@ static void test_s3__unreachable_endpoint_fails_after_retries(void **state)
 	assert_int_equal(store_list_sync(s, "tags/", &names, &n), -ECONNREFUSED);
 	store_free(s);
 	buf_free(&b);
-	unsetenv("AWS_ENDPOINT_URL");
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
 int main(void)

@@ -5,10 +5,12 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <time.h>
 
 #include "lib/lib.h"
 #include "lib/loop.h"
-#include "store/store.h"
+#include "store/store-internal.h"
 
 static char root[64];
 
@@ -443,6 +445,181 @@ static void test_store__unsupported_scheme(void **state)
 	assert_int_equal(store_open("gopher://x/y", &s), -EPROTONOSUPPORT);
 }
 
+static void test_store__layout_fans_out_chunks_here_and_aside(void **state)
+{
+	char out[256];
+
+	assert_int_equal(store_layout_path("chunks/abcdef", out, sizeof(out)), 0);
+	assert_string_equal(out, "chunks/ab/abcdef");
+	assert_int_equal(store_layout_path("aside/chunks/abcdef", out, sizeof(out)), 0);
+	assert_string_equal(out, "aside/chunks/ab/abcdef");
+	assert_int_equal(store_layout_path("aside/indexes/abcd", out, sizeof(out)), 0);
+	assert_string_equal(out, "aside/indexes/abcd");
+	assert_true(store_layout_key("chunks/ab/abcdef", out, sizeof(out)));
+	assert_string_equal(out, "chunks/abcdef");
+	assert_true(store_layout_key("aside/chunks/ab/abcdef", out, sizeof(out)));
+	assert_string_equal(out, "aside/chunks/abcdef");
+	assert_true(store_layout_key("tags/lib/x:1", out, sizeof(out)));
+	assert_string_equal(out, "tags/lib/x:1");
+	/* a fan-out directory that does not match its name's digits is no key */
+	assert_false(store_layout_key("chunks/cd/abcdef", out, sizeof(out)));
+	assert_false(store_layout_key("chunks/abcdef", out, sizeof(out)));
+}
+
+static void test_store__times_parse_http_and_iso(void **state)
+{
+	int64_t t;
+
+	assert_int_equal(store_parse_time("Tue, 01 Dec 2026 17:21:29 GMT", 29, &t), 0);
+	assert_int_equal(t, 1796145689);
+	assert_int_equal(store_parse_time("2026-12-01T17:21:29.123Z", 24, &t), 0);
+	assert_int_equal(t, 1796145689);
+	assert_int_equal(store_parse_time("2026-12-01T17:21:29Z", 20, &t), 0);
+	assert_int_equal(t, 1796145689);
+	assert_int_equal(store_parse_time("Tue, 01 Dex 2026 17:21:29 GMT", 29, &t), -EINVAL);
+	assert_int_equal(store_parse_time("2026-12-01T17:21:29+02:00", 25, &t), -EINVAL);
+	assert_int_equal(store_parse_time("", 0, &t), -EINVAL);
+}
+
+static void test_store__lease_keys(void **state)
+{
+	char kind[16];
+	unsigned ttl;
+
+	assert_int_equal(store_lease_parse("leases/build-300-0123456789abcdef", kind, sizeof(kind),
+	                                   &ttl), 0);
+	assert_string_equal(kind, "build");
+	assert_int_equal(ttl, 300);
+	assert_int_equal(store_lease_parse("leases/gc-4-x", kind, sizeof(kind), &ttl), 0);
+	assert_int_equal(store_lease_parse("leases/build-0-x", kind, sizeof(kind), &ttl), -EINVAL);
+	assert_int_equal(store_lease_parse("leases/build300x", kind, sizeof(kind), &ttl), -EINVAL);
+	assert_int_equal(store_lease_parse("tags/build-3-x", kind, sizeof(kind), &ttl), -EINVAL);
+}
+
+static void test_store__delete_move_put_new_scan_now(void **state)
+{
+	struct store *s = open_store();
+	struct store_entry *e = NULL;
+	struct buf b = BUF_INIT;
+	size_t n = 0;
+	int64_t t, before = (int64_t)time(NULL);
+
+	assert_int_equal(store_put_new_sync(s, "gc/collection", "one", 3), 0);
+	assert_int_equal(store_put_new_sync(s, "gc/collection", "two", 3), -EEXIST);
+	assert_int_equal(store_get_sync(s, "gc/collection", &b), 0);
+	assert_memory_equal(b.data, "one", 3);
+	assert_int_equal(store_put_sync(s, "chunks/aa01", "x", 1), 0);
+	assert_int_equal(store_put_sync(s, "chunks/bb02", "yy", 2), 0);
+	assert_int_equal(store_move_sync(s, "chunks/aa01", "aside/chunks/aa01", true), 0);
+	assert_int_equal(store_head_sync(s, "chunks/aa01"), -ENOENT);
+	/* a get looks aside; a head does not */
+	assert_int_equal(store_get_sync(s, "chunks/aa01", &b), 0);
+	assert_memory_equal(b.data, "x", 1);
+	assert_int_equal(store_put_sync(s, "chunks/aa01", "x", 1), 0);
+	assert_int_equal(store_move_sync(s, "aside/chunks/aa01", "chunks/aa01", false), -EEXIST);
+	assert_int_equal(store_move_sync(s, "chunks/nothere", "aside/chunks/nothere", true), -ENOENT);
+	assert_int_equal(store_scan_sync(s, "aside/", &e, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(e[0].key, "aside/chunks/aa01");
+	store_entries_free(e, n);
+	assert_int_equal(store_scan_sync(s, "chunks/", &e, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(e[1].key, "chunks/bb02");
+	assert_int_equal(e[1].size, 2);
+	assert_true(e[1].mtime >= before - 2 && e[1].mtime <= before + 60);
+	store_entries_free(e, n);
+	assert_int_equal(store_delete_sync(s, "aside/chunks/aa01"), 0);
+	assert_int_equal(store_delete_sync(s, "aside/chunks/aa01"), -ENOENT);
+	assert_int_equal(store_get_sync(s, "chunks/nothere", &b), -ENOENT);
+	assert_int_equal(store_now_sync(s, &t), 0);
+	assert_true(t >= before - 2 && t <= before + 60);
+	buf_free(&b);
+	store_free(s);
+}
+
+/* The mark of the gc tests: the keys in marked[] (NULL-terminated). */
+static const char *marked[8];
+
+static int test_mark(struct store *s, void *ud, struct store_keys *keys)
+{
+	for (const char **k = marked; *k; k++)
+		if (store_keys_add(keys, *k) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static void test_store__gc_waits_for_leases_and_restores(void **state)
+{
+	struct store *s = open_store();
+	struct store_gc_params p = { .grace = 0, .mark = test_mark };
+	struct store_gc_report rep;
+	struct buf b = BUF_INIT;
+
+	assert_int_equal(store_put_sync(s, "chunks/aa01", "live", 4), 0);
+	assert_int_equal(store_put_sync(s, "chunks/bb02", "dead", 4), 0);
+	assert_int_equal(store_put_sync(s, "indexes/cc03", "old index", 9), 0);
+	marked[0] = "chunks/aa01";
+	marked[1] = NULL;
+	/* a builder at work: it may have found bb02 present */
+	assert_int_equal(store_put_sync(s, "leases/build-300-feed", "{}", 2), 0);
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_true(rep.phase_one);
+	assert_false(rep.phase_two);
+	assert_true(rep.waiting);
+	assert_int_equal(rep.moved, 2);
+	assert_int_equal(rep.leases_waited, 1);
+	assert_int_equal(store_head_sync(s, "chunks/bb02"), -ENOENT);
+	assert_int_equal(store_get_sync(s, "chunks/bb02", &b), 0);   /* readers look aside */
+	/* still waiting while the lease lives */
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_true(rep.waiting);
+	assert_false(rep.phase_two);
+	/* the builder publishes a tag reaching bb02, then ends its lease */
+	marked[1] = "chunks/bb02";
+	marked[2] = NULL;
+	assert_int_equal(store_delete_sync(s, "leases/build-300-feed"), 0);
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_true(rep.phase_two);
+	assert_int_equal(rep.restored, 1);
+	assert_int_equal(rep.deleted, 1);                 /* the old index */
+	assert_int_equal(store_head_sync(s, "chunks/bb02"), 4);
+	assert_int_equal(store_get_sync(s, "indexes/cc03", &b), -ENOENT);
+	assert_int_equal(store_get_sync(s, "gc/collection", &b), -ENOENT);
+	/* nobody else writes: one run collects at once */
+	marked[1] = NULL;
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_true(rep.phase_one && rep.phase_two);
+	assert_int_equal(rep.deleted, 1);
+	assert_int_equal(store_get_sync(s, "chunks/bb02", &b), -ENOENT);
+	assert_int_equal(store_head_sync(s, "chunks/aa01"), 4);
+	/* a lapsed lease holds nothing back: written with an mtime long past */
+	assert_int_equal(store_put_sync(s, "leases/build-2-dead", "{}", 2), 0);
+	{
+		char path[256];
+		struct timespec ts[2] = { { 1000, 0 }, { 1000, 0 } };
+
+		snprintf(path, sizeof(path), "%s/leases/build-2-dead", root);
+		assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+	assert_int_equal(store_put_sync(s, "chunks/dd04", "more", 4), 0);
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_true(rep.phase_two);
+	assert_int_equal(rep.deleted, 1);
+	/* a grace period spares young objects */
+	p.grace = 3600;
+	assert_int_equal(store_put_sync(s, "chunks/ee05", "young", 5), 0);
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_int_equal(rep.moved, 0);
+	assert_int_equal(rep.unreachable, 1);
+	assert_true(rep.waiting);
+	/* another collector at work: this one leaves */
+	p.grace = 0;
+	assert_int_equal(store_put_sync(s, "leases/gc-300-other", "{}", 2), 0);
+	assert_int_equal(store_gc(s, &p, &rep), -EBUSY);
+	buf_free(&b);
+	store_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -462,6 +639,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__loop_mode_pack_reads_keep_few_fds, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_store__unsupported_scheme, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__layout_fans_out_chunks_here_and_aside,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__times_parse_http_and_iso, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__lease_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__delete_move_put_new_scan_now, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_store__gc_waits_for_leases_and_restores, setup,
+		                                teardown),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

@@ -90,12 +90,13 @@ holders() {
 	find /proc/[0-9]*/fd -maxdepth 1 -lname /dev/cpu_dma_latency 2>/dev/null | cut -d/ -f3 |
 		sort -u | grep -vx "$1" || true
 }
+# The PID of the daemon serving $mnt (the cache's stats also list daemons killed before).
 daemon_pid() {
 	"$LAZYROOT" cache stats --cache "$cache" --json | python3 -c '
-import json, sys
-for i in json.load(sys.stdin)["images"]:
-    if i["mountpoint"] == sys.argv[1]:
-        print(i["pid"])' "$mnt"
+import json, os, sys
+pids = [i["pid"] for i in json.load(sys.stdin)["images"]
+        if i["mountpoint"] == sys.argv[1] and os.path.exists("/proc/%d" % i["pid"])]
+print(*pids[-1:])' "$mnt"
 }
 check "$LAZYROOT" mount lat:1 "$mnt" --store "dir:$store" --cache "$cache"
 pid=$(daemon_pid)

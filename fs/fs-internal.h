@@ -48,7 +48,7 @@
  * page, and the faulting reader waits for the window's middle: a wide window
  * fetches and decodes chunks that a program start never touches.  Sequential
  * read() of chunks in the node cache took as long at 256 KiB as at 4 MiB
- * (bench/RESULTS.md, "Cold misses: exact pack reads, a decoder per CPU, a 512 KiB window"). */
+ * (docs/perf-log.md, "Cold misses: exact pack reads, a decoder per CPU, a 512 KiB window"). */
 #define FS_READ_AHEAD_KB 512
 /* A read continues a sequential run when it starts at most this far past
  * where the last one ended: the kernel's async readahead may overtake. */

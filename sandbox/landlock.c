@@ -328,11 +328,12 @@ static int apply_mounts(struct rules *rs)
 	}
 	for (size_t i = 0; i < rs->n; i++) {
 		const char *p = rs->v[i].path;
+		enum level l = level_of(rs, p);   /* at a path named twice, the stricter */
 		struct statvfs sv;
-		bool ro, want_ro = rs->v[i].level == LEVEL_RO, ours = false;
+		bool ro, want_ro = l == LEVEL_RO, ours = false;
 		uint64_t id;
 
-		if (rs->v[i].level == LEVEL_HIDDEN || !strcmp(p, "/"))
+		if (l == LEVEL_HIDDEN || !strcmp(p, "/"))
 			continue;
 		if (statvfs(p, &sv) < 0)
 			return log_errno(-errno, "landlock: path '%s'", p);

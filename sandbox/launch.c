@@ -603,7 +603,7 @@ static int pump(struct watch *w, struct out_stream *o)
 	ssize_t n;
 
 	if (buf_reserve(&o->pending, OUT_CHUNK) < 0)
-		return 0;
+		return -1;   /* out of memory: the stream ends here (its writers get EPIPE) */
 	n = read(o->in, o->pending.data + o->pending.len, OUT_CHUNK);
 	if (n < 0)
 		return errno == EINTR ? 0 : -1;
@@ -890,8 +890,8 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	 * is to be claimed; a name asked for is claimed first.  The default
 	 * name holds the launcher's pid, and a pooled sandbox leaves nothing:
 	 * the next taker of a dead launcher's slot starts it over (pool.c).
-	 * On ext4 (this VM's /run) the record's create and unlink cost about
-	 * 3% of the launch rate (docs/perf-log.md, "Fewer files per launch").  Pooled
+	 * Where /run is ext4, the record's create and unlink cost about 3% of
+	 * the launch rate (docs/perf-log.md, "Fewer files per launch").  Pooled
 	 * cgroups are never listed in a record: they outlive the sandbox, and
 	 * a collector of the record must not touch them. */
 	if (sb->name || sb->n_stages) {

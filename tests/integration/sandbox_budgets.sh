@@ -67,7 +67,9 @@ done
 # The control: both sandboxes on one fixed range share its budgets, and the second starves.
 for kind in inotify inflight pipes; do
 	check hold "$kind-shared-a" "$kind" --set "uid_base=$SB_UID_BASE"
-	check_not brun "$kind-shared-b" --set "uid_base=$SB_UID_BASE" -- budget "$kind"
+	check_not brun "$kind-shared-b" --set "uid_base=$SB_UID_BASE" -- budget "$kind" \
+		>"$WORK/$kind-shared-b.out"
+	check grep -q "^FAIL - one more $kind" "$WORK/$kind-shared-b.out"
 	check release "$kind-shared-a"
 done
 
@@ -86,6 +88,6 @@ check release ptys-small
 # Nothing of them is left: no process in any range they had, no cgroup, no record.
 for f in "$WORK"/*.json; do
 	base=$(json_field "$f" uid_base)
-	check test -z "$(ps -e -o uid= | awk -v lo="$base" -v hi=$((base + 65536)) '$1 >= lo && $1 < hi')"
+	check test -z "$(ps -e -o uid= | awk -v lo="$base" -v hi=$((base + 65536)) '{ u = $1 < 0 ? $1 + 4294967296 : $1 } u >= lo && u < hi')"
 done
 check sb_no_leftovers

@@ -45,6 +45,8 @@ check_status 0 sb_run --set writable=/ --set writable=/usr/local --set read_only
 	'touch /usr/local/f && chmod 600 /usr/local/f && touch -d @5 /usr/local/f && test "$(stat -c %a:%Y /usr/local/f)" = 600:5 && chmod 700 /etc/passwd'
 check_status 0 sb_run --set writable=/tmp -- /bin/sh -c 'echo x >/tmp/f && chmod 600 /tmp/f && mv /tmp/f /tmp/g'
 check attack --set read_only=/usr --set writable=/usr/local -- metadata ro:/usr/bin/dash
+# A path both read-only and writable is read-only, its metadata too.
+check attack --set writable=/ --set writable=/usr --set read_only=/usr -- metadata ro:/usr/bin/dash
 # A read-only bind stays read-only, named writable or not; a :rw bind under a read-only path
 # stays writable.
 mkdir "$WORK/robind" "$WORK/rwbind"

@@ -54,7 +54,7 @@ select.select([fd], [], [], 10)' "$init"
 sandbox_gone() {
 	local procs mounts
 	procs=$(ps -e -o uid=,stat=,args= |
-		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '$1 >= lo && $1 < hi && $2 !~ /^Z/')
+		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '{ u = $1 < 0 ? $1 + 4294967296 : $1 } u >= lo && u < hi && $2 !~ /^Z/')
 	mounts=$(grep -ls -- "$1" /proc/[0-9]*/mountinfo || true)
 	[ -z "$procs" ] || log "left behind: $procs"
 	[ -z "$mounts" ] || log "mounts of $1 seen by: $mounts"

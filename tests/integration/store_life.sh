@@ -27,9 +27,9 @@ mnt=$WORK/mnt
 mkdir -p "$mnt"
 cache=$WORK/cache
 
-unmount_it() {
+unmount_it() {  # [CACHE]: the mount's own (default $cache)
 	mountpoint -q "$mnt" || return 0
-	"$LAZYROOT" umount --cache "$cache" "$mnt" 2>/dev/null || umount -l "$mnt"
+	"$LAZYROOT" umount --cache "${1:-$cache}" "$mnt" 2>/dev/null || umount -l "$mnt"
 }
 cleanup_add unmount_it
 one_line() { test "$(wc -l <<<"$1")" -eq 1; }
@@ -135,7 +135,7 @@ copy_suite() {  # FROM TO TO-KIND
 	check "$LAZYROOT" mount copy:1 "$mnt" --store "$from" --cache "$cache-prof" \
 		--record-profile "$WORK/prof"
 	check cmp "$WORK/td/usr/lib/big.so" "$mnt/usr/lib/big.so"
-	unmount_it
+	check "$LAZYROOT" umount --cache "$cache-prof" "$mnt"
 	check "$LAZYROOT" profile push copy:1 "$WORK/prof" --store "$from"
 	out=$("$LAZYROOT" image copy copy:1 --from "$from" --to "$to" --json)
 	log "first copy: $out"
@@ -190,7 +190,7 @@ race_suite() {  # KIND STORE-URL
 	touch "$stop"
 	wait "$gcpid"
 	check compare_trees --no-atime --ignore-root-mtime "$WORK/ta" "$mnt"
-	unmount_it
+	check "$LAZYROOT" umount --cache "$cache-$kind" "$mnt"
 	for v in a b c d; do
 		for t in "race/$v:4" "race/x$v:4"; do
 			rm -rf "$WORK/x"
@@ -257,7 +257,7 @@ aside_suite() {  # KIND STORE-URL PUT-CMD (a command that writes KEY from stdin)
 	rm -rf "$cache-across"
 	check "$LAZYROOT" mount across:1 "$mnt" --store "$s" --cache "$cache-across"
 	check compare_trees --no-atime --ignore-root-mtime "$WORK/tg" "$mnt"
-	unmount_it
+	check "$LAZYROOT" umount --cache "$cache-across" "$mnt"
 	rm -rf "$WORK/x"
 	check "$LAZYROOT" image extract across:1 "$WORK/x" --store "$s"
 	check compare_trees --no-atime --ignore-root-mtime "$WORK/tg" "$WORK/x"

@@ -25,8 +25,8 @@
 #   s3_curl KEY SECRET CURL-ARGS...
 #                       curl with SigV4 against RGW (for setup only: making buckets)
 #
-# Ceph facts this relies on (FACTS.md): pool size 1, `osd crush chooseleaf type = 0` and
-# `mon allow pool size one = true` make one OSD healthy; radosgw does not need ceph-mgr.
+# One OSD is enough for a healthy cluster only with pool size 1, `osd crush chooseleaf type = 0`
+# and `mon allow pool size one = true`; radosgw does not need ceph-mgr, so none is started.
 # Every daemon and client shares one cephx keyring made here; nothing listens beyond 127.0.0.1.
 # beast runs with tcp_nodelay=1: without it every answer on a kept-alive connection waited
 # ~40 ms for the client's delayed ACK (Nagle holds the last segment back): 100 sequential

@@ -49,7 +49,7 @@ export LAZYROOT_POOL_DIR=$_SB_POOL
 sb_no_leftovers() {
 	local procs cgroups mounts records
 	procs=$(ps -e -o pid=,uid=,stat=,args= |
-		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '$2 >= lo && $2 < hi && $3 !~ /^Z/')
+		awk -v lo="$SB_UID_BASE" -v hi=$((SB_UID_BASE + 65536)) '{ u = $2 < 0 ? $2 + 4294967296 : $2 } u >= lo && u < hi && $3 !~ /^Z/')
 	cgroups=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$SB_NAME-*" 2>/dev/null || true)
 	mounts=$(grep -l -- "$SB_NAME-" /proc/[0-9]*/mountinfo 2>/dev/null || true)
 	records=$(find "$SB_RECORDS" -maxdepth 1 -name "$SB_NAME-*" 2>/dev/null || true)

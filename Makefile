@@ -23,7 +23,7 @@ override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 override LDFLAGS += -fsanitize=address,undefined
 endif
 
-PKGS = fuse3 liburing libzstd libcurl zlib libseccomp
+PKGS = fuse3 liburing libzstd libcurl zlib
 # libcurl is not linked: store/curl-dl.c loads it on first use (it costs ~4.5 ms of
 # CPU at every exec otherwise), so only its headers are needed here.
 LINKED_PKGS = $(filter-out libcurl,$(PKGS))
@@ -84,12 +84,13 @@ $(BUILD)/%.o: %.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-# The seccomp filter is compiled when lazyroot is built (sandbox/gen/seccomp.c, with
-# libseccomp) into a header that sandbox/seccomp.c loads: no compiling at every launch.
+# The seccomp filter is written as BPF when lazyroot is built (sandbox/gen/seccomp.c,
+# from its own table) into a header that sandbox/seccomp.c loads: nothing is compiled
+# at a launch.
 $(BUILD)/seccomp-gen: sandbox/gen/seccomp.c
 	@mkdir -p $(@D)
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 $(BUILD)/sandbox/seccomp-bpf.h: $(BUILD)/seccomp-gen
 	@mkdir -p $(@D)

@@ -125,7 +125,7 @@ struct fs_backing_map {
  * two stores leaves each field either old or new: every field is written
  * with one aligned store, and init_len only after the bytes it covers.
  */
-#define FS_STATE_MAGIC 0x3174617473726c7aULL   /* "lzrstat1" */
+#define FS_STATE_MAGIC 0x3274617473726c7aULL   /* "lzrstat2" */
 #define FS_STATE_INIT_MAX 512
 #define FS_STATE_PARENT_OFF 4096
 /* Opens of passthrough candidates held by the kernel at once, per mount.
@@ -137,6 +137,9 @@ struct fs_state_hdr {
 	uint64_t inodes;                /* the image's: sizes the parent map */
 	uint32_t open_slots;
 	uint32_t init_len;              /* bytes of init[] holding the INIT request; 0: none yet */
+	/* the opens counted in the open table, for status (a worker killed
+	 * between a record's update and this one's leaves it off by one) */
+	uint64_t opens_held;
 	uint8_t init[FS_STATE_INIT_MAX];
 };
 

@@ -68,15 +68,9 @@ static void open_drop(struct fs *f, struct fs_open_rec *os)
 
 uint32_t fs_open_count(const struct fs *f)
 {
-	uint32_t n = 0;
-
-	if (!f->opens)
-		return 0;
-	/* Cost: the table's touched pages; only status asks. */
-	for (uint32_t i = 0; i < FS_STATE_OPEN_SLOTS; i++)
-		if (f->opens[i].ino)
-			n += f->opens[i].cached + f->opens[i].passthrough;
-	return n;
+	/* A running count: summing the table would fault in every page of it
+	 * (shared memory allocates a page on a read of a hole). */
+	return f->state ? (uint32_t)f->state->opens_held : 0;
 }
 
 /* Register the whole-file object of ino (size bytes) with the kernel: its
@@ -189,10 +183,12 @@ static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fus
 			os->backing_id = id;
 		if (id) {
 			os->passthrough++;
+			f->state->opens_held++;
 			fi->fh = FS_FH_PASSTHROUGH;
 			fi->keep_cache = 0;
 		} else {
 			os->cached++;
+			f->state->opens_held++;
 			fi->fh = FS_FH_CACHED;
 		}
 	}
@@ -205,6 +201,7 @@ static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fus
 			os->passthrough--;
 		else
 			os->cached--;
+		f->state->opens_held--;
 	} else if (id) {
 		cache_note_passthrough(f->p.cache);
 	}
@@ -244,9 +241,11 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 	os = open_find(f, ino);
 	if (os && fi->fh == FS_FH_PASSTHROUGH && os->passthrough) {
+		f->state->opens_held--;
 		if (--os->passthrough == 0)
 			backing_close(f, os->backing_id);
 	} else if (os && fi->fh == FS_FH_CACHED && os->cached) {
+		f->state->opens_held--;
 		os->cached--;
 	}
 	if (os && !os->passthrough && !os->cached)

@@ -26,8 +26,35 @@ _pool_cleanup() {
 }
 cleanup_add _pool_cleanup
 
-netns_of() { sb_run "$@" -- /bin/readlink /proc/self/ns/net; }
-slot_ns() { echo "net:[$(stat -L -c %i "$POOL/net.$1")]"; }
+# The sandboxes run from a tmpfs copy of the part of $ROOTFS they use. Page cache can be evicted
+# at any moment (a node's proactive reclaim pages out regions idle for a minute, read pages with
+# them), and a sandbox that reads an evicted file again is charged for it: its slot's memory
+# cgroup then holds page cache and is made afresh at its end (sandbox/pool.c), which the checks
+# of a kept slot below would take for a pool bug. tmpfs pages stay (there is no swap to put them
+# in), charged to this shell, which copied them.
+pool_root() {
+	local r=$WORK/root
+	mkdir "$r"
+	mount -t tmpfs -o mode=0755 lazyroot-test "$r" || return 1
+	cleanup_add umount -l "$r"
+	(cd "$ROOTFS" && cp -a --parents bin lib lib64 sbin etc usr/lib64 usr/lib/python3.11 \
+		usr/lib/x86_64-linux-gnu/*.so* usr/bin/sh usr/bin/dash usr/bin/python3 usr/bin/python3.11 \
+		usr/bin/true usr/bin/echo usr/bin/cat usr/bin/head usr/bin/tail usr/bin/tr usr/bin/wc \
+		usr/bin/grep usr/bin/sleep "$r") || return 1
+	mkdir -p "$r/dev" "$r/proc" "$r/sys" "$r/run" "$r/root" "$r/tmp"
+	chmod 1777 "$r/tmp"
+}
+pool_root || fail "no tmpfs root"
+ROOTFS=$WORK/root
+
+# A network namespace is known by its cookie (SO_NETNS_COOKIE, read on a socket made in it): the
+# kernel never gives one twice. Its inode number (readlink /proc/self/ns/net) is no identity: a
+# namespace made after another was freed may get the same one.
+cookie='import socket
+s = socket.socket(socket.AF_UNIX)
+print("netns:%d" % int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), "little"))'
+netns_of() { sb_run "$@" -- /usr/bin/python3 -c "$cookie"; }
+slot_ns() { nsenter --net="$POOL/net.$1" python3 -c "$cookie"; }
 pool_mounts() { awk -v p="$POOL/" 'index($5, p) == 1' /proc/self/mountinfo | wc -l; }
 
 # Two sandboxes one after the other run in the same pooled namespace, slot 0's.
@@ -35,7 +62,7 @@ a=$(netns_of)
 b=$(netns_of)
 check test "$a" = "$b"
 check test "$a" = "$(slot_ns 0)"
-check test "$a" != "$(readlink /proc/self/ns/net)"
+check test "$a" != "$(python3 -c "$cookie")"
 check test "$(pool_mounts)" = 1
 
 # Nothing inside can change it; seen from the host it is as made: only lo, up, with the
@@ -60,7 +87,7 @@ s.bind(("127.0.0.1", 7777)); s.listen()
 while True: s.accept()[0].close()'
 # (7777 is 1E61; state 0A is LISTEN)
 out=$(sb_run -- /bin/sh -c 'python3 -c "$1" & until grep -q ":1E61 00000000:0000 0A" /proc/net/tcp; do :; done
-	echo listening; readlink /proc/self/ns/net' sh "$listen")
+	echo listening; python3 -c "$2"' sh "$listen" "$cookie")
 check test "$out" = "listening
 $a"
 probe='import socket
@@ -70,7 +97,7 @@ try:
 except ConnectionRefusedError:
     print("refused")
 print(open("/proc/net/sockstat").readline().strip())'
-out=$(sb_run -- /bin/sh -c 'readlink /proc/self/ns/net; python3 -c "$1"; tail -n +2 /proc/net/tcp | wc -l' sh "$probe")
+out=$(sb_run -- /bin/sh -c 'python3 -c "$2"; python3 -c "$1"; tail -n +2 /proc/net/tcp | wc -l' sh "$probe" "$cookie")
 check test "$(sed -n 1p <<<"$out")" = "$a"
 check test "$(sed -n 2p <<<"$out")" = refused
 check test "$(sed -n 3p <<<"$out")" = "sockets: used 1"
@@ -82,7 +109,7 @@ tw='import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 c = socket.create_connection(s.getsockname()); a, _ = s.accept(); a.close(); c.recv(1); c.close()
 print(open("/proc/net/sockstat").read().split("\n")[1])'
-out=$(sb_run -- /bin/sh -c 'readlink /proc/self/ns/net; python3 -c "$1"' sh "$tw")
+out=$(sb_run -- /bin/sh -c 'python3 -c "$2"; python3 -c "$1"' sh "$tw" "$cookie")
 check test "$(sed -n 1p <<<"$out")" = "$a"
 check grep -q 'tw 1' <<<"$(sed -n 2p <<<"$out")"
 c=$(netns_of)
@@ -103,7 +130,7 @@ check test "$(pool_mounts)" = 1
 start_held() {
 	rm -f "$WORK/in" "$WORK/out"
 	mkfifo "$WORK/in" "$WORK/out"
-	SB_EXEC=1 sb_run "$@" -- /bin/sh -c 'readlink /proc/self/ns/net; read -r x || true' <"$WORK/in" >"$WORK/out" &
+	SB_EXEC=1 sb_run "$@" -- /bin/sh -c 'python3 -c "$1"; read -r x || true' sh "$cookie" <"$WORK/in" >"$WORK/out" &
 	launcher=$!
 	_sb_count=$((_sb_count + 1))
 	exec 9>"$WORK/in" 7<"$WORK/out"
@@ -220,12 +247,6 @@ slot_memino() {
 check slot_memino
 check sb_run --set pool=false -- /bin/true
 check test "$(stat -c %i "$memdir")" = "$memino"
-
-# The memory hogs above evicted page cache charged to slot 0 (files its sandboxes read first),
-# as a node's proactive reclaim (DAMON) evicts what no one read for a minute. The next sandbox
-# to read such a file again is charged for it, and its slot made afresh at its end. Read every
-# file of the root here, so that what the checks below run is cached and charged to this shell.
-find "$ROOTFS" -type f -exec cat {} + >/dev/null 2>&1 || true
 
 # A launcher killed by SIGKILL while its sandbox runs: the next launcher takes the slot with a
 # fresh namespace and fresh cgroups (the dead one's sandbox may have been alive in them), and

@@ -6,11 +6,17 @@
 #
 #   rgw_start           start the cluster and radosgw on free ports (about 20 s), create
 #                       an S3 user and the bucket $RGW_BUCKET; sets RGW_ENDPOINT
-#                       (http://127.0.0.1:PORT), RGW_PORT, RGW_BUCKET, RGW_ACCESS_KEY,
+#                       (http://127.0.0.1:PORT), RGW_PORT, RGW_BUCKET, RGW_UID, RGW_ACCESS_KEY,
 #                       RGW_SECRET_KEY and exports AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 #                       AWS_SECRET_ACCESS_KEY and AWS_REGION (us-east-1) for them; every
 #                       daemon is stopped by PID and the directory removed at exit.
 #                       Returns 77 when the Ceph packages are missing.
+#                       With $LAZYROOT_TEST_RGW set (tests/run does, when a test it runs
+#                       sources this file) it uses instead the cluster that
+#                       tests/lib/rgw-server.sh started there in the background, with a
+#                       user and bucket of this test's own (the same variables are set);
+#                       that cluster stays up after the test.  When the shared cluster
+#                       failed to start, it starts one of its own as above.
 #   rgw_admin ARGS...   radosgw-admin against this cluster
 #   rgw_user UID ACCESS SECRET
 #                       create another S3 user with these keys
@@ -128,7 +134,7 @@ rgw_user() {  # UID ACCESS SECRET
 }
 
 rgw_key() {  # ACCESS SECRET
-	rgw_admin key create --uid tester --key-type s3 --access-key "$1" --secret "$2" >/dev/null
+	rgw_admin key create --uid "$RGW_UID" --key-type s3 --access-key "$1" --secret "$2" >/dev/null
 }
 
 _rgw_osd_up() {
@@ -145,11 +151,51 @@ _rgw_keys() {
 		--cap mgr 'allow profile osd'
 } >/dev/null
 
+# The cluster that tests/lib/rgw-server.sh started in DIR: wait for it (it starts while
+# earlier tests run), then take its RGW_DIR and RGW_PORT.  1 when it failed or does not answer.
+_rgw_attach() {  # DIR
+	local deadline=$((SECONDS + 300))
+	until [ -e "$1/ready" ]; do
+		[ ! -e "$1/failed" ] && ((SECONDS < deadline)) || return 1
+		_pause 0.2
+	done
+	RGW_DIR=$(sed -n 's/^RGW_DIR=//p' "$1/env")
+	RGW_PORT=$(sed -n 's/^RGW_PORT=//p' "$1/env")
+	[ -f "$RGW_DIR/ceph.conf" ] && _rgw_gw_answers
+}
+
+# A user of the test's own (RGW_UID, RGW_ACCESS_KEY, RGW_SECRET_KEY) and its bucket
+# RGW_BUCKET; exports the AWS_* variables for them.
+_rgw_tenant() {
+	local id
+	id=$(uuidgen | tr -d - | tr a-f A-F)
+	RGW_ENDPOINT=http://127.0.0.1:$RGW_PORT
+	RGW_UID=tester-${id:0:8}
+	RGW_BUCKET=lazyroot-${id:0:8}
+	RGW_BUCKET=${RGW_BUCKET,,}
+	RGW_ACCESS_KEY=LAZYROOT${id:8:12}
+	RGW_SECRET_KEY=$(head -c 30 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)
+	rgw_user "$RGW_UID" "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" ||
+		{ echo "rgw: radosgw-admin user create failed" >&2; return 1; }
+	s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -X PUT "$RGW_ENDPOINT/$RGW_BUCKET" ||
+		{ echo "rgw: creating bucket $RGW_BUCKET failed" >&2; return 1; }
+	export AWS_ENDPOINT_URL=$RGW_ENDPOINT AWS_ACCESS_KEY_ID=$RGW_ACCESS_KEY
+	export AWS_SECRET_ACCESS_KEY=$RGW_SECRET_KEY AWS_REGION=us-east-1
+	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_SHARED_CREDENTIALS_FILE AWS_DEFAULT_REGION
+}
+
 rgw_start() {
 	local c fsid osd_uuid
 	for c in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptool uuidgen curl; do
 		command -v "$c" >/dev/null || { echo "$c is missing (scripts/install-deps test)" >&2; return 77; }
 	done
+	if [ -n "${LAZYROOT_TEST_RGW:-}" ]; then
+		if _rgw_attach "$LAZYROOT_TEST_RGW"; then
+			_rgw_tenant
+			return
+		fi
+		echo "rgw: the shared cluster in $LAZYROOT_TEST_RGW is not there; starting one" >&2
+	fi
 	RGW_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lazyroot-rgw.XXXXXX")
 	cleanup_add rm -rf "$RGW_DIR"
 	cleanup_add rgw_stop
@@ -212,15 +258,5 @@ EOF
 	_rgw_wait 60 "osd.0 coming up" osd _rgw_osd_up || return 1
 
 	_rgw_gw_start || return 1
-	RGW_ENDPOINT=http://127.0.0.1:$RGW_PORT
-	RGW_BUCKET=lazyroot
-	RGW_ACCESS_KEY=LAZYROOTTESTKEY00001
-	RGW_SECRET_KEY=$(head -c 30 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)
-	rgw_user tester "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" ||
-		{ echo "rgw: radosgw-admin user create failed" >&2; return 1; }
-	s3_curl "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" -f -X PUT "$RGW_ENDPOINT/$RGW_BUCKET" ||
-		{ echo "rgw: creating bucket $RGW_BUCKET failed" >&2; return 1; }
-	export AWS_ENDPOINT_URL=$RGW_ENDPOINT AWS_ACCESS_KEY_ID=$RGW_ACCESS_KEY
-	export AWS_SECRET_ACCESS_KEY=$RGW_SECRET_KEY AWS_REGION=us-east-1
-	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_SHARED_CREDENTIALS_FILE AWS_DEFAULT_REGION
+	_rgw_tenant
 }

@@ -149,9 +149,13 @@ static int fs_new(const struct fs_params *p, struct fs **ret)
 	return 0;
 }
 
-/* Count the image in the cache's per-image counters and start serving. */
+/* f's connection is mounted: learn the mount's device, count the image in
+ * the cache's per-image counters and start serving. */
 static int fs_start(struct fs *f)
 {
+	f->mounted = true;
+	/* From mountinfo, not stat(): the mount answers only once the loop runs. */
+	(void)fs_find_mount(f->mountpoint, &f->dev);
 	f->slot = cache_image_register(f->p.cache, f->index_hex, f->info.data_bytes, f->mountpoint);
 	if (f->slot < 0) {
 		log_msg(LOG_WARN, "mount '%s': no counter slot left; the image is not counted alone",
@@ -176,11 +180,8 @@ int fs_mount(const struct fs_params *p, struct fs **ret)
 	}
 	f->mounted = true;
 	r = fs_session_attach(f, fuse_session_fd(f->se));
-	if (r < 0)
-		goto fail;
-	/* From mountinfo, not stat(): the mount answers only once the loop runs. */
-	(void)fs_find_mount(f->mountpoint, &f->dev);
-	r = fs_start(f);
+	if (r == 0)
+		r = fs_start(f);
 	if (r < 0)
 		goto fail;
 	*ret = f;
@@ -209,11 +210,8 @@ int fs_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret)
 	if (r < 0)
 		goto fail;
 	r = fs_session_adopt(f);
-	if (r < 0)
-		goto fail;
-	f->mounted = true;
-	(void)fs_find_mount(f->mountpoint, &f->dev);
-	r = fs_start(f);
+	if (r == 0)
+		r = fs_start(f);
 	if (r < 0)
 		goto fail;
 	*ret = f;

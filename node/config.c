@@ -247,16 +247,6 @@ static bool parse_bool(const char *v, bool *ret)
 	return false;
 }
 
-static bool region_valid(const char *r)
-{
-	if (!*r || strlen(r) > 64)
-		return false;
-	for (; *r; r++)
-		if (!isalnum((unsigned char)*r) && *r != '-' && *r != '_')
-			return false;
-	return true;
-}
-
 /* HOST:PORT, HOST a name or an IPv4 address or [IPv6], PORT 1..65535. */
 static bool addr_valid(const char *v)
 {
@@ -309,7 +299,7 @@ static int apply(struct node_config *c, const struct key *k, const char *v, char
 			return snprintf(msg, msglen, "'%s': want http[s]://HOST[:PORT]", v), -EINVAL;
 		return set_str(c, k, *v ? v : NULL);
 	case T_REGION:
-		if (!region_valid(v))
+		if (!store_s3_region_valid(v))
 			return snprintf(msg, msglen, "'%s' is not a region name", v), -EINVAL;
 		return set_str(c, k, v);
 	case T_ADDR:

@@ -1238,17 +1238,25 @@ static int http_get(struct store *s, const char *key, uint64_t off, uint64_t len
 	return 0;
 }
 
-static int http_head(struct store *s, const char *key, store_cb cb, void *ud)
+/* Start a transfer of kind on key whose answer is only a status: cb(ud, res). */
+static int xfer_status(struct store *s, enum xfer_kind kind, const char *key, store_cb cb, void *ud)
 {
 	struct xfer *x;
-	int r = xfer_new(s, X_HEAD, key, &x);
+	int r = xfer_new(s, kind, key, &x);
 
 	if (r < 0)
 		return r;
+	if (kind == X_NOW)
+		x->date = -1;
 	x->cb = cb;
 	x->ud = ud;
 	xfer_submit(H(s), x);
 	return 0;
+}
+
+static int http_head(struct store *s, const char *key, store_cb cb, void *ud)
+{
+	return xfer_status(s, X_HEAD, key, cb, ud);
 }
 
 static int http_put(struct store *s, const char *key, const void *data, size_t len,
@@ -1320,15 +1328,7 @@ static int http_list(struct store *s, const char *prefix, store_list_cb cb, void
 
 static int http_delete(struct store *s, const char *key, store_cb cb, void *ud)
 {
-	struct xfer *x;
-	int r = xfer_new(s, X_DELETE, key, &x);
-
-	if (r < 0)
-		return r;
-	x->cb = cb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
+	return xfer_status(s, X_DELETE, key, cb, ud);
 }
 
 /* http: WebDAV MOVE (Destination, Overwrite).  s3: a server-side copy to the
@@ -1425,16 +1425,7 @@ static int http_scan(struct store *s, const char *prefix, store_scan_cb cb, void
 /* The store's clock: the Date of an answer (a HEAD of a key nobody writes). */
 static int http_now(struct store *s, store_cb cb, void *ud)
 {
-	struct xfer *x;
-	int r = xfer_new(s, X_NOW, "gc/clock", &x);
-
-	if (r < 0)
-		return r;
-	x->date = -1;
-	x->cb = cb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
+	return xfer_status(s, X_NOW, "gc/clock", cb, ud);
 }
 
 static unsigned http_pending(struct store *s)

@@ -217,7 +217,7 @@ static int load_file_credentials(const char *url, const struct store_options *o,
 	return r;
 }
 
-static bool region_valid(const char *r)
+bool store_s3_region_valid(const char *r)
 {
 	if (!*r || strlen(r) > 64)
 		return false;
@@ -246,7 +246,7 @@ int s3_conf_load(const char *url, const struct store_options *o, struct s3_conf 
 		endpoint = NULL;
 	if (!region)
 		region = S3_DEFAULT_REGION;
-	if (!region_valid(region)) {
+	if (!store_s3_region_valid(region)) {
 		r = log_error(-EINVAL, "store '%s': region '%s' is not a region name", url, region);
 		goto fail;
 	}

@@ -113,6 +113,10 @@ struct store_options {
 	unsigned s3_list_max_keys;          /* keys per list page; 0: the server's */
 };
 
+/* Whether r can be an S3 region name (letters, digits, '-', '_'; at most 64):
+ * it is signed into every request, so anything else is refused up front. */
+bool store_s3_region_valid(const char *r);
+
 /* Open the store at url with o (NULL: defaults).  Logs its errors. */
 int store_open_with(const char *url, const struct store_options *o, struct store **ret);
 /* store_open_with(url, NULL, ret). */

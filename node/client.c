@@ -79,10 +79,10 @@ int node_config_copy(const struct node_config *src, struct node_config *dst)
 	int r;
 
 	node_config_init(dst);
-	r = node_config_env(dst);      /* the secrets, which are not copied */
-	r = r ?: node_config_json(&b, src);
+	r = node_config_json(&b, src);
 	r = r ?: json_parse(b.data, b.len, &j, NULL);
 	r = r ?: node_config_apply_json(dst, j);
+	r = r ?: node_config_copy_secrets(dst, src);
 	json_free(j);
 	if (r < 0)
 		node_config_destroy(dst);

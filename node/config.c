@@ -14,7 +14,9 @@
 #include "lib/lib.h"
 #include "cache/cache.h"
 #include "store/store.h"
+#include "lib/json.h"
 #include "node/config.h"
+#include "node/node.h"
 
 #define CONFIG_FILE_MAX (1u << 20)   /* a config file is a few KiB; refuse junk */
 #define SOCKET_PATH_MAX 107          /* sun_path holds 108 bytes with the NUL */
@@ -628,4 +630,57 @@ void node_config_dump(const struct node_config *c, FILE *f, bool commented)
 		fprintf(f, "\n# %s\n%s%s =%s%s\n", k->pub.help, commented ? "# " : "", k->pub.key,
 		        *v ? " " : "", v);
 	}
+}
+
+/* ---- the environment-only settings between a command and the node ------- */
+
+int node_config_secrets_json(struct buf *b, const struct node_config *c)
+{
+	bool first = true;
+	int r = buf_append(b, "{", 1);
+
+	for (size_t i = 0; r == 0 && i < NKEYS; i++) {
+		const char *v;
+
+		if (!keys[i].pub.env_only || keys[i].type != T_SECRET)
+			continue;
+		v = *(char *const *)cfield(c, &keys[i]);
+		if (!v)
+			continue;
+		r = buf_printf(b, "%s", first ? "" : ",");
+		r = r ?: node_json_str(b, keys[i].pub.key);
+		r = r ?: buf_append(b, ":", 1);
+		r = r ?: node_json_str(b, v);
+		first = false;
+	}
+	return r ?: buf_append(b, "}", 1);
+}
+
+int node_config_apply_secrets(struct node_config *c, const struct json *j)
+{
+	if (!json_is(j, JSON_OBJECT))
+		return log_error(-EINVAL, "request: secrets: not an object");
+	for (size_t n = 0; n < json_len(j); n++) {
+		const char *key = json_key_at(j, n, NULL), *v = json_cstr(json_at(j, n));
+		size_t i;
+
+		for (i = 0; i < NKEYS; i++)
+			if (keys[i].pub.env_only && keys[i].type == T_SECRET &&
+			    !strcmp(keys[i].pub.key, key))
+				break;
+		if (i == NKEYS || !v)
+			return log_error(-EINVAL, "request: secrets: %.64s: not a credential", key);
+		if (set_str(c, &keys[i], *v ? v : NULL) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int node_config_copy_secrets(struct node_config *dst, const struct node_config *src)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (keys[i].pub.env_only && keys[i].type == T_SECRET &&
+		    set_str(dst, &keys[i], *(char *const *)cfield(src, &keys[i])) < 0)
+			return -ENOMEM;
+	return 0;
 }

@@ -178,4 +178,15 @@ struct cache_params;
 void node_config_store_options(const struct node_config *c, struct store_options *o);
 void node_config_cache_params(const struct node_config *c, struct cache_params *p);
 
+/* The environment-only settings (S3 credentials, HOME) travel from a command
+ * to the node over its root-only socket, so that a node started by another
+ * command reads a store with the credentials of the command that names it,
+ * and to the holder's records, so that a later worker does too.  Never
+ * printed.  As a JSON object (appended to b); applied from one; copied. */
+struct buf;
+struct json;
+int node_config_secrets_json(struct buf *b, const struct node_config *c);
+int node_config_apply_secrets(struct node_config *c, const struct json *j);
+int node_config_copy_secrets(struct node_config *dst, const struct node_config *src);
+
 #endif

@@ -158,6 +158,8 @@ static struct nstore *node_store_get(struct worker *w, const struct node_config 
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(store_keys); i++)
 		if (node_config_get(rc, store_keys[i], val, sizeof(val)) == 0)
 			r = buf_printf(&key, "%s\n", val);
+	/* other credentials, another handle (the key stays in memory) */
+	r = r ?: node_config_secrets_json(&key, rc);
 	if (r < 0 || buf_append_zero(&key, 1) < 0) {
 		log_errno(-ENOMEM, "store '%s'", rc->store_url);
 		return NULL;
@@ -275,6 +277,8 @@ static int mount_record(const struct mount *m, struct buf *b)
 	r = r ?: buf_printf(b, ",\"index\":\"%s\",\"shared\":%s,\"settings\":", m->hex,
 	                    m->shared ? "true" : "false");
 	r = r ?: node_config_json(b, &m->cfg);
+	r = r ?: buf_printf(b, ",\"secrets\":");
+	r = r ?: node_config_secrets_json(b, &m->cfg);
 	r = r ?: buf_printf(b, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
 	                    m->o.suid ? "true" : "false", m->o.dev ? "true" : "false",
 	                    m->o.allow_other ? "true" : "false");
@@ -297,6 +301,8 @@ static int request_config(struct worker *w, const struct json *req, struct node_
 		return log_errno(r, "request: settings");
 	if (json_get(req, "settings"))
 		r = node_config_apply_json(c, json_get(req, "settings"));
+	if (r == 0 && json_get(req, "secrets"))
+		r = node_config_apply_secrets(c, json_get(req, "secrets"));
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(shorthands); i++) {
 		const char *v = json_get_cstr(req, shorthands[i]);
 

@@ -116,7 +116,9 @@ int tools_node_settings(struct buf *req, const struct node_config *cfg)
 	r = r ?: node_config_set(&abs, "cache", cache, "--cache");
 	r = r ?: node_config_set(&abs, "images", images, "--images");
 	r = r ?: buf_printf(req, ",\"settings\":");
-	return r ?: node_config_json(req, &abs);
+	r = r ?: node_config_json(req, &abs);
+	r = r ?: buf_printf(req, ",\"secrets\":");
+	return r ?: node_config_secrets_json(req, &abs);
 }
 
 int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret)

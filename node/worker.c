@@ -1599,6 +1599,7 @@ out:
 	}
 	for (size_t i = 0; i < w.nstores; i++) {
 		store_free(w.stores[i]->s);
+		node_config_destroy(&w.stores[i]->cfg);
 		free(w.stores[i]->key);
 		free(w.stores[i]);
 	}

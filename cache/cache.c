@@ -121,6 +121,7 @@ struct cache {
 	uint64_t limit, memory_limit;
 	unsigned max_fetches, fetching;
 	uint64_t unkept;                 /* fetched chunks not written to disk */
+	unsigned flights_live;           /* flights not yet freed (fetching or writing) */
 	uint64_t pack_fallbacks;         /* chunks fetched from their object: the pack failed */
 	uint32_t near_us;                /* cache_params.near_latency_us, resolved */
 	uint32_t lat_us[CACHE_NEAR_WINDOW];  /* the last lone fetches' latencies, a ring */
@@ -449,6 +450,11 @@ static void count_latency(struct cache *c, uint64_t ns, bool alone)
 }
 
 /* Two lone fetches at least, so that one slow first connection proves nothing. */
+unsigned cache_flights(const struct cache *c)
+{
+	return c->flights_live;
+}
+
 uint64_t cache_unkept(const struct cache *c)
 {
 	return c->unkept;
@@ -538,6 +544,7 @@ static void flight_free(struct flight *f)
 	buf_free(&f->raw);
 	free(f->data);
 	free(f);
+	c->flights_live--;
 }
 
 /* Fail every waiter with res and end the flight. */
@@ -1348,6 +1355,7 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	c->flights_live++;
 	f->c = c;
 	f->ch = *ch;
 	f->store = s;
@@ -1364,6 +1372,7 @@ static int start_load(struct cache *c, struct store *s, const struct cache_chunk
 		if (!f->data) {
 			*pp = NULL;
 			free(f);
+			c->flights_live--;
 			return -ENOMEM;
 		}
 		if (from == LOAD_FILE)

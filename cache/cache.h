@@ -133,6 +133,10 @@ bool cache_store_slow(const struct cache *c);
 /* Chunks this cache fetched but could not write to its disk (full, failing):
  * served from memory, gone when the process ends. */
 uint64_t cache_unkept(const struct cache *c);
+/* Fetches of c not yet ended: a chunk's callback may come before its write
+ * to disk ends (or fails, counting in cache_unkept()), so a count of what
+ * was kept is final only once this is 0. */
+unsigned cache_flights(const struct cache *c);
 
 /* Make sure ch is in the cache (a fetch when missing; no copy).  Used for
  * read-ahead and `lazyroot cache prefetch`; cb gets 0 or -errno. */

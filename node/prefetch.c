@@ -240,7 +240,9 @@ void node_prefetch_stop(struct node_prefetch *p)
 
 bool node_prefetch_finished(const struct node_prefetch *p)
 {
-	return p->done >= p->total;
+	/* and its chunks' writes ended, so that what could not be kept on disk
+	 * is counted (cache_flights) */
+	return p->done >= p->total && cache_flights(p->cache) == 0;
 }
 
 void node_prefetch_result(const struct node_prefetch *p, struct node_prefetch_result *ret)

@@ -62,8 +62,10 @@ struct nstore {
 };
 
 struct ncache {
-	char *dir;
+	char *dir;                /* "" once another directory took its path */
 	struct cache *c;
+	dev_t dev;                /* the directory opened, to tell it from one made anew */
+	ino_t ino;
 };
 
 /* What a mount was asked for: the node's settings, then the request's. */
@@ -204,9 +206,18 @@ static struct ncache *node_cache_get(struct worker *w, const struct node_config 
 	struct ncache *nc, **v;
 	struct cache_params cp;
 
-	for (size_t i = 0; i < w->ncaches; i++)
-		if (!strcmp(w->caches[i]->dir, rc->cache_dir))
-			return w->caches[i];
+	for (size_t i = 0; i < w->ncaches; i++) {
+		struct stat st;
+
+		nc = w->caches[i];
+		if (strcmp(nc->dir, rc->cache_dir))
+			continue;
+		if (stat(nc->dir, &st) == 0 && st.st_dev == nc->dev && st.st_ino == nc->ino)
+			return nc;
+		/* removed (and perhaps made again) since it was opened: a new cache
+		 * there; the old one stays for the mounts that use it */
+		nc->dir[0] = 0;
+	}
 	node_config_cache_params(rc, &cp);
 	cp.dir = rc->cache_dir;
 	nc = calloc(1, sizeof(*nc));
@@ -222,6 +233,14 @@ static struct ncache *node_cache_get(struct worker *w, const struct node_config 
 		free(nc->dir);
 		free(nc);
 		return NULL;
+	}
+	{
+		struct stat st;
+
+		if (stat(nc->dir, &st) == 0) {
+			nc->dev = st.st_dev;
+			nc->ino = st.st_ino;
+		}
 	}
 	w->caches[w->ncaches++] = nc;
 	return nc;

@@ -76,8 +76,17 @@ static int own_dir(const char *path, mode_t mode)
 {
 	struct stat st;
 
-	if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode) && unlink(path) < 0)
-		return log_errno(-errno, "replace '%s' (not a directory in the image)", path);
+	/* A directory there already needs no mkdir: mkdir of an existing name
+	 * makes the overlay revalidate it in its lower layer for exclusive
+	 * creation, which a FUSE image answers with a LOOKUP request each time
+	 * (docs/perf-log.md, "IMAGE mode"). */
+	if (lstat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		if (unlink(path) < 0)
+			return log_errno(-errno, "replace '%s' (not a directory in the image)",
+			                 path);
+	}
 	return make_dir(path, mode);
 }
 

@@ -53,7 +53,10 @@ PY
 
 # A world-writable sticky SRC (shared by several sandboxes) is not lent: it keeps its owner.
 mkdir -m 1777 "$WORK/shared"
-check sb_run --bind "$WORK/shared:/shared:rw" -- /bin/sh -c 'echo x >/shared/f && chmod 4755 /shared/f'
+# While it runs, the sandbox may set the bit on what it owns (sandbox/POLICY.md, "Writable binds":
+# the window is documented); the launcher clears it once the sandbox is gone.
+check sb_run --bind "$WORK/shared:/shared:rw" -- /bin/sh -c \
+	'echo x >/shared/f && chmod 4755 /shared/f && test -u /shared/f'
 check test "$(stat -c '%u:%a' "$WORK/shared")" = 0:1777
 check test "$(stat -c '%u:%a' "$WORK/shared/f")" = "$SB_UID_BASE:755"
 # A writable bind of a file: written in place, given back as it was.

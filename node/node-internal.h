@@ -152,6 +152,10 @@ struct worker {
 	int64_t chan_poll, listen_poll;
 	bool chan_polling, listen_polling;
 	bool stop, leave, holder_gone;
+	/* Draining before exit: a poll that fired as it was cancelled is not
+	 * acted on nor armed again, or the drain would never end (and a client
+	 * of the next worker would be accepted by this one). */
+	bool ending;
 	int log_saved, log_fd;    /* capturing a request's log lines */
 	struct node_metrics *metrics;
 };

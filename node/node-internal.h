@@ -53,6 +53,7 @@ int node_msg_recv(int fd, uint32_t *ret_type, struct buf *b, int fds[NODE_MSG_FD
  * their takeover), stores.c (stores and caches) and jobs.c (prefetch jobs).
  * Everything here runs on the worker's one loop thread. */
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -107,6 +108,8 @@ struct mount {
 	struct fs *fs;
 	int state_fd;             /* the connection's state file (-1: none) */
 	dev_t dev;
+	pthread_t keeper;         /* keeping the index in the cache (keep_index) */
+	bool keeping;
 };
 
 struct worker;

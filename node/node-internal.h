@@ -1,4 +1,5 @@
-/* node-internal.h — what the holder and the worker say to each other. */
+/* node-internal.h — what the holder and the worker say to each other, and
+ * the worker's state shared by its files. */
 #ifndef LAZYROOT_NODE_INTERNAL_H
 #define LAZYROOT_NODE_INTERNAL_H
 
@@ -46,5 +47,143 @@ int node_msg_send(int fd, uint32_t type, const char *json, size_t len, const int
  * NODE_MSG_FDS descriptors into fds (-1 where absent; close-on-exec).
  * 0 on EOF (the peer is gone), 1 for a message, -errno. */
 int node_msg_recv(int fd, uint32_t *ret_type, struct buf *b, int fds[NODE_MSG_FDS]);
+
+/* ---- the worker's state, shared by worker.c (the loop, the socket, the
+ * holder's channel), requests.c (the control requests), mounts.c (mounts and
+ * their takeover), stores.c (stores and caches) and jobs.c (prefetch jobs).
+ * Everything here runs on the worker's one loop thread. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "lib/lib.h"
+#include "node/config.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+struct cache;
+struct fs;
+struct image_profile;
+struct json;
+struct loop;
+struct node_metrics;
+struct node_prefetch;
+
+struct nstore {
+	char *key;                /* the URL and every store setting, as text */
+	struct node_config cfg;   /* the settings it was opened with */
+	struct store_options so;  /* borrowed by the store */
+	struct store *s;
+};
+
+struct ncache {
+	char *dir;                /* "" once another directory took its path */
+	struct cache *c;
+	dev_t dev;                /* the directory opened, to tell it from one made anew */
+	ino_t ino;
+};
+
+/* What a mount was asked for: the node's settings, then the request's. */
+struct mopts {
+	unsigned readahead;
+	uint64_t fetch_timeout_ms;
+	unsigned cpu_hold_ms, profile_window, profile_inflight;
+	bool suid, dev, allow_other, passthrough, cpu_latency, profile;
+	char *record;             /* --record-profile FILE, or NULL */
+};
+
+struct mount {
+	char *mountpoint, *ref, *store_url, *cache_dir;
+	char hex[HASH_HEX_SIZE];
+	bool shared;              /* made for `run`: IMAGES/…, found by (store, index) */
+	struct node_config cfg;   /* its settings: the node's, then the request's */
+	bool have_cfg;
+	struct mopts o;
+	struct nstore *st;
+	struct ncache *nc;
+	struct index_map im;
+	struct image_profile *prof;
+	uint64_t *pack_offsets;
+	struct fs *fs;
+	int state_fd;             /* the connection's state file (-1: none) */
+	dev_t dev;
+};
+
+struct worker;
+
+/* A prefetch a client waits for: answered once it has finished. */
+struct pjob {
+	struct node_prefetch *pf;
+	struct index_map im;
+	uint64_t *pack_offsets;
+	char hex[HASH_HEX_SIZE];
+	char *ref, *cache_dir;
+	struct node_config cfg;
+	bool have_cfg, decode;
+	struct buf log;           /* what was logged while it started */
+};
+
+struct client {
+	struct client *next;
+	struct worker *w;
+	struct pjob *job;         /* a prefetch under way, answered when it ends */
+	int fd;
+	struct buf in;
+	int64_t poll_id;
+	bool polling;
+	bool done;                /* a whole request (or EOF) read: answer it */
+};
+
+struct worker {
+	const struct node_config *cfg;
+	struct loop *l;
+	int chan, listen_fd;
+	struct nstore **stores;
+	size_t nstores;
+	struct ncache **caches;
+	size_t ncaches;
+	struct mount **mounts;
+	size_t nmounts;
+	struct client *clients;   /* reading a request */
+	unsigned nclients;
+	pid_t holder_pid;
+	unsigned takeovers;
+	uint64_t holder_uptime_ms, hello_ns;
+	int64_t chan_poll, listen_poll;
+	bool chan_polling, listen_polling;
+	bool stop, leave, holder_gone;
+	int log_saved, log_fd;    /* capturing a request's log lines */
+	struct node_metrics *metrics;
+};
+
+/* stores.c: the store opened with rc's store settings (opened on first use),
+ * the cache of rc's directory (likewise); NULL, logged, when it cannot be. */
+struct nstore *node_store_get(struct worker *w, const struct node_config *rc);
+struct ncache *node_cache_get(struct worker *w, const struct node_config *rc);
+
+/* mounts.c */
+void node_mount_pid_file(const struct mount *m, char *out, size_t outlen);
+void node_mount_free(struct mount *m);
+int node_mount_config(struct worker *w, struct mount *m, const struct json *req);
+int node_mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o);
+int node_mount_new(struct worker *w, struct mount *m);
+void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS]);
+void node_mount_end(struct worker *w, size_t i);
+void node_mounts_end_all(struct worker *w);
+struct mount *node_mount_at(struct worker *w, const char *mountpoint);
+struct mount *node_mount_alive(struct worker *w, struct mount *m);
+struct mount *node_shared_mount(struct worker *w, const char *hex, const struct node_config *c);
+int node_lazyroot_mounted(const char *dir);
+
+/* requests.c */
+int node_request_config(struct worker *w, const struct json *req, struct node_config *c);
+const char *node_req_str(const struct json *req, const char *key, int *r);
+void node_handle(struct worker *w, struct client *c);
+void node_send_reply(struct client *c, const struct buf *reply);
+
+/* jobs.c: 1 when the job started (c->job; answered when it ends), or -errno. */
+int node_job_start(struct worker *w, const struct json *req, struct pjob **ret);
+int node_job_reply(struct pjob *j, struct buf *reply);
+void node_job_free(struct pjob *j);
 
 #endif

@@ -1,0 +1,168 @@
+/*
+ * jobs.c — prefetch requests: a job started from the request (store, index,
+ * cache, profile, then node/prefetch.c's engine) and answered once the
+ * engine has finished.
+ */
+#include "image/image.h"
+#include "lib/json.h"
+#include "lib/lib.h"
+#include "node/node-internal.h"
+#include "node/prefetch.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+void node_job_free(struct pjob *j)
+{
+	if (!j)
+		return;
+	node_prefetch_free(j->pf);
+	index_map_free(&j->im);
+	free(j->pack_offsets);
+	free(j->ref);
+	free(j->cache_dir);
+	if (j->have_cfg)
+		node_config_destroy(&j->cfg);
+	buf_free(&j->log);
+	free(j);
+}
+
+/* Start a prefetch; the client gets its answer when it ends (1). */
+int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
+{
+	struct pjob *j = calloc(1, sizeof(*j));
+	const char *ref;
+	const struct json *paths = json_get(req, "paths");
+	_cleanup_free_ const char **pv = NULL;
+	struct image_profile *prof = NULL;
+	bool profiled = false, no_profile = false;
+	struct nstore *st;
+	struct ncache *nc;
+	int64_t timeout = 0;
+	int r = j ? 0 : -ENOMEM;
+
+	if (!j)
+		return r;
+	ref = node_req_str(req, "ref", &r);
+	if (r == 0 && !ref)
+		r = log_error(-EINVAL, "request: prefetch: no ref");
+	if (r == 0) {
+		r = node_request_config(w, req, &j->cfg);
+		j->have_cfg = r == 0;
+		timeout = (int64_t)j->cfg.fetch_timeout_ms;
+	}
+	if (r == 0 && ((json_get(req, "decode") && json_bool(json_get(req, "decode"), &j->decode) < 0) ||
+	               (json_get(req, "profiled") && json_bool(json_get(req, "profiled"), &profiled) < 0) ||
+	               (json_get(req, "no_profile") && json_bool(json_get(req, "no_profile"), &no_profile) < 0) ||
+	               (json_get(req, "fetch_timeout_ms") &&
+	                (json_int(json_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
+		r = log_error(-EINVAL, "request: prefetch: a bad option");
+	if (r == 0 && paths && !json_is(paths, JSON_ARRAY))
+		r = log_error(-EINVAL, "request: prefetch: paths: not an array");
+	if (r == 0 && json_len(paths)) {
+		pv = calloc(json_len(paths), sizeof(*pv));
+		if (!pv)
+			r = -ENOMEM;
+		for (size_t i = 0; r == 0 && i < json_len(paths); i++)
+			if (!(pv[i] = json_cstr(json_at(paths, i))))
+				r = log_error(-EINVAL, "request: prefetch: paths: not strings");
+	}
+	if (r < 0)
+		goto fail;
+	j->ref = strdup(ref);
+	j->cache_dir = strdup(j->cfg.cache_dir);
+	j->cfg.fetch_timeout_ms = (uint64_t)timeout;
+	st = node_store_get(w, &j->cfg);
+	if (!j->ref || !j->cache_dir || !st) {
+		r = -EIO;
+		goto fail;
+	}
+	/* the index first: a cache disk without room for it says so */
+	r = store_resolve(st->s, ref, j->hex);
+	if (r == 0)
+		r = load_index(st->s, j->cache_dir, j->hex, &j->im);
+	if (r == 0)
+		r = index_map_keep(&j->im);
+	if (r < 0)
+		goto fail;
+	nc = node_cache_get(w, &j->cfg);
+	if (!nc) {
+		r = -EIO;
+		goto fail;
+	}
+	r = tools_pack_offsets(st->s, j->im.img, j->hex, &j->pack_offsets);
+	if (r < 0)
+		goto fail;
+	if (!no_profile && j->cfg.profile) {
+		struct image_info info;
+		const char *why = NULL;
+
+		image_get_info(j->im.img, &info);
+		(void)tools_profile_fetch(st->s, j->hex, &prof);
+		if (prof && image_profile_check(prof, info.chunks, &why) < 0) {
+			log_msg(LOG_WARN, "profile of index %s: %s; not used", j->hex, why);
+			image_profile_free(prof);
+			prof = NULL;
+		}
+		if (profiled && !prof) {
+			r = log_error(-ENOENT, "prefetch '%s': --profiled, but the store has no usable "
+			              "profile of index %s", ref, j->hex);
+			goto fail;
+		}
+	}
+	{
+		struct node_prefetch_params pp = {
+			.img = j->im.img,
+			.hex = j->hex,
+			.ref = ref,
+			.cache = nc->c,
+			.store = st->s,
+			.pack_offsets = j->pack_offsets,
+			.prof = prof,
+			.paths = pv,
+			.npaths = json_len(paths),
+			.decode = j->decode,
+			.profiled = profiled,
+		};
+
+		r = node_prefetch_start(&pp, &j->pf);
+	}
+	image_profile_free(prof);
+	if (r < 0)
+		goto fail;
+	*ret = j;
+	return 1;
+fail:
+	node_job_free(j);
+	return r < 0 ? r : -EIO;
+}
+
+/* The answer to a finished prefetch. */
+int node_job_reply(struct pjob *j, struct buf *reply)
+{
+	struct node_prefetch_result res;
+	char err[512] = "";
+	int r;
+
+	node_prefetch_result(j->pf, &res);
+	if (res.failed)
+		snprintf(err, sizeof(err), "prefetch '%s': %llu of %llu chunks could not be fetched: %s",
+		         j->ref, (unsigned long long)res.failed, (unsigned long long)res.chunks,
+		         strerror(-(res.first_error ? res.first_error : -EIO)));
+	else if (res.unkept)
+		snprintf(err, sizeof(err), "prefetch '%s': %llu of %llu chunks could not be written "
+		         "into cache '%s' (disk full or failing)", j->ref,
+		         (unsigned long long)res.unkept, (unsigned long long)res.chunks, j->cache_dir);
+	r = buf_printf(reply, "{\"ok\":%s,\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%llu,"
+	               "\"bytes\":%llu,\"failed\":%llu,\"seconds\":%.3f", *err ? "false" : "true",
+	               j->hex, j->decode ? "decoded" : "staged", (unsigned long long)res.chunks,
+	               (unsigned long long)res.bytes, (unsigned long long)res.failed, res.seconds);
+	if (*err) {
+		r = r ?: buf_printf(reply, ",\"error\":");
+		r = r ?: node_json_str(reply, err);
+	}
+	if (j->log.len > 1) {
+		r = r ?: buf_printf(reply, ",\"log\":");
+		r = r ?: node_json_str(reply, (char *)j->log.data);
+	}
+	return r ?: buf_printf(reply, "}\n");
+}

@@ -1,0 +1,405 @@
+/*
+ * mounts.c — the worker's image mounts: made anew (mount_new: the FUSE
+ * connection handed to the holder before any client hears of it), taken over
+ * from a record the holder kept (mount_adopt), ended (unmounted, forgotten
+ * here and in the holder).  A mount is identified by (store, index).
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+
+#include "fs/fs.h"
+#include "image/image.h"
+#include "lib/json.h"
+#include "lib/lib.h"
+#include "node/node-internal.h"
+#include "node/takeover.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+/* ---- mounts ------------------------------------------------------------------ */
+
+void node_mount_pid_file(const struct mount *m, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/mounts/%u:%u", m->cache_dir, major(m->dev), minor(m->dev));
+}
+
+/* CACHE/mounts/<dev>: the pid serving the mount, for tools that look for it. */
+static void pid_file_write(const struct mount *m)
+{
+	char dir[PATH_MAX], path[PATH_MAX], line[32];
+
+	if (!m->dev)
+		return;
+	snprintf(dir, sizeof(dir), "%s/mounts", m->cache_dir);
+	node_mount_pid_file(m, path, sizeof(path));
+	snprintf(line, sizeof(line), "%d\n", (int)getpid());
+	if (mkdir_p(dir, 0755) == 0)
+		(void)write_file_atomic(path, line, strlen(line), 0644);
+}
+
+void node_mount_free(struct mount *m)
+{
+	if (!m)
+		return;
+	if (m->state_fd >= 0)
+		close(m->state_fd);
+	index_map_free(&m->im);
+	image_profile_free(m->prof);
+	free(m->pack_offsets);
+	free(m->o.record);
+	free(m->mountpoint);
+	free(m->ref);
+	free(m->store_url);
+	free(m->cache_dir);
+	if (m->have_cfg)
+		node_config_destroy(&m->cfg);
+	free(m);
+}
+
+static int mount_record(const struct mount *m, struct buf *b)
+{
+	int r = buf_printf(b, "{\"mountpoint\":");
+
+	r = r ?: node_json_str(b, m->mountpoint);
+	r = r ?: buf_printf(b, ",\"ref\":");
+	r = r ?: node_json_str(b, m->ref);
+	r = r ?: buf_printf(b, ",\"index\":\"%s\",\"shared\":%s,\"settings\":", m->hex,
+	                    m->shared ? "true" : "false");
+	r = r ?: node_config_json(b, &m->cfg);
+	r = r ?: buf_printf(b, ",\"secrets\":");
+	r = r ?: node_config_secrets_json(b, &m->cfg);
+	r = r ?: buf_printf(b, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
+	                    m->o.suid ? "true" : "false", m->o.dev ? "true" : "false",
+	                    m->o.allow_other ? "true" : "false");
+	if (m->o.record) {
+		r = r ?: buf_printf(b, ",\"record\":");
+		r = r ?: node_json_str(b, m->o.record);
+	}
+	r = r ?: buf_printf(b, "}}");
+	return r ?: buf_append_zero(b, 1);
+}
+
+/* m->cfg from the request (or record); m's store URL and cache from it. */
+int node_mount_config(struct worker *w, struct mount *m, const struct json *req)
+{
+	int r = node_request_config(w, req, &m->cfg);
+
+	if (r < 0)
+		return r;
+	m->have_cfg = true;
+	m->store_url = strdup(m->cfg.store_url);
+	m->cache_dir = strdup(m->cfg.cache_dir);
+	return m->store_url && m->cache_dir ? 0 : -ENOMEM;
+}
+
+/* Options: the mount's settings, then the request's (or record's) own. */
+int node_mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o)
+{
+	static const struct { const char *key; size_t off; } flags[] = {
+		{ "suid", offsetof(struct mopts, suid) },
+		{ "dev", offsetof(struct mopts, dev) },
+		{ "allow_other", offsetof(struct mopts, allow_other) },
+	};
+
+	*o = (struct mopts){
+		.readahead = c->readahead,
+		.fetch_timeout_ms = c->fetch_timeout_ms,
+		.cpu_hold_ms = c->cpu_latency_hold_ms,
+		.profile_window = c->profile_window,
+		.profile_inflight = c->profile_inflight,
+		.allow_other = true,
+		.passthrough = c->passthrough,
+		.cpu_latency = c->cpu_latency,
+		.profile = c->profile,
+	};
+	if (j && !json_is(j, JSON_OBJECT))
+		return log_error(-EINVAL, "request: options: not an object");
+	for (size_t i = 0; i < json_len(j); i++) {
+		const char *k = json_key_at(j, i, NULL);
+		bool known = !strcmp(k, "record");
+
+		for (size_t f = 0; f < ARRAY_SIZE(flags); f++)
+			known |= !strcmp(k, flags[f].key);
+		if (!known)
+			return log_error(-EINVAL, "request: options: unknown option '%.64s'", k);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
+		const struct json *f = json_get(j, flags[i].key);
+
+		if (f && json_bool(f, (bool *)((char *)o + flags[i].off)) < 0)
+			return log_error(-EINVAL, "request: options: %s: not a boolean", flags[i].key);
+	}
+	if (json_get(j, "record")) {
+		const char *p = json_get_cstr(j, "record");
+
+		if (!p || p[0] != '/')
+			return log_error(-EINVAL, "request: options: record: want an absolute path");
+		o->record = strdup(p);
+		if (!o->record)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Everything but the FUSE connection: store, cache, index, profile, pack. */
+static int mount_prepare(struct worker *w, struct mount *m)
+{
+	int r;
+
+	m->st = node_store_get(w, &m->cfg);
+	if (!m->st)
+		return -EIO;
+	m->nc = node_cache_get(w, &m->cfg);
+	if (!m->nc)
+		return -EIO;
+	r = load_index(m->st->s, m->cache_dir, m->hex, &m->im);
+	if (r < 0)
+		return r;
+	/* Kept now, so that a later worker adopting the mount maps it from
+	 * the cache even when the store is gone. */
+	r = index_map_keep(&m->im);
+	if (r < 0)
+		return r;
+	if (m->o.profile && !m->o.record)
+		(void)tools_profile_fetch(m->st->s, m->hex, &m->prof);
+	r = tools_pack_offsets(m->st->s, m->im.img, m->hex, &m->pack_offsets);
+	if (r < 0)
+		return log_errno(r, "mount '%s': the pack of %s", m->mountpoint, m->hex);
+	return 0;
+}
+
+static void mount_params(struct worker *w, struct mount *m, struct fs_params *fp)
+{
+	*fp = (struct fs_params){
+		.mountpoint = m->mountpoint,
+		.image = m->im.img,
+		.index_hex = m->hex,
+		.pack_offsets = m->pack_offsets,
+		.store = m->st->s,
+		.cache = m->nc->c,
+		.loop = w->l,
+		.allow_other = m->o.allow_other,
+		.suid = m->o.suid,
+		.dev = m->o.dev,
+		.readahead_chunks = m->o.readahead,
+		.no_passthrough = !m->o.passthrough,
+		.no_cpu_latency = !m->o.cpu_latency,
+		.cpu_hold_ms = m->o.cpu_hold_ms,
+		.record = m->o.record != NULL,
+		.profile = m->prof,
+		.profile_window = m->o.profile_window,
+		.profile_inflight = m->o.profile_inflight,
+		.state_fd = m->state_fd,
+	};
+}
+
+static int mounts_add(struct worker *w, struct mount *m)
+{
+	struct mount **v = realloc(w->mounts, (w->nmounts + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	w->mounts = v;
+	w->mounts[w->nmounts++] = m;
+	return 0;
+}
+
+static void tell_holder_del(struct worker *w, const char *mountpoint)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+	if (w->chan < 0 || w->holder_gone)
+		return;
+	if (buf_printf(&b, "{\"mountpoint\":") == 0 && node_json_str(&b, mountpoint) == 0 &&
+	    buf_printf(&b, "}") == 0)
+		(void)node_msg_send(w->chan, NODE_MSG_DEL, (char *)b.data, b.len, NULL, 0);
+}
+
+/* End mount i: unmount (unless the kernel already ended it), write its
+ * recorded profile, forget it here and in the holder. */
+void node_mount_end(struct worker *w, size_t i)
+{
+	struct mount *m = w->mounts[i];
+	char path[PATH_MAX];
+
+	if (m->o.record && m->fs) {
+		size_t n;
+		const uint32_t *v = fs_trace(m->fs, &n);
+
+		(void)tools_profile_write_trace(m->o.record, m->hex, v, n);
+	}
+	fs_free(m->fs);
+	m->fs = NULL;
+	if (m->dev) {
+		node_mount_pid_file(m, path, sizeof(path));
+		(void)unlink(path);
+	}
+	tell_holder_del(w, m->mountpoint);
+	w->mounts[i] = w->mounts[--w->nmounts];
+	node_mount_free(m);
+}
+
+struct mount *node_mount_at(struct worker *w, const char *mountpoint)
+{
+	for (size_t i = 0; i < w->nmounts; i++)
+		if (!strcmp(w->mounts[i]->mountpoint, mountpoint))
+			return w->mounts[i];
+	return NULL;
+}
+
+/* 1: a lazyroot mount answers at dir; 0: none there; -ENOTCONN: a dead one. */
+int node_lazyroot_mounted(const char *dir)
+{
+	struct statfs sfs;
+	struct stat st;
+	dev_t dev;
+
+	if (fs_find_mount(dir, &dev) < 0)
+		return 0;
+	if (stat(dir, &st) < 0 || statfs(dir, &sfs) < 0 || sfs.f_type != FUSE_SUPER_MAGIC ||
+	    st.st_ino != IMAGE_ROOT_INO || st.st_dev != dev)
+		return -ENOTCONN;
+	return 1;
+}
+
+/* Mount m (prepared) anew and hand its connection to the holder. */
+int node_mount_new(struct worker *w, struct mount *m)
+{
+	_cleanup_(buf_freep) struct buf rec = BUF_INIT;
+	struct fs_params fp;
+	int fds[NODE_MSG_FDS] = { -1, -1 };
+	int r;
+
+	if (node_lazyroot_mounted(m->mountpoint) == -ENOTCONN) {
+		log_msg(LOG_WARN, "mount '%s': its server is gone; mounting again", m->mountpoint);
+		(void)node_abort_mount(m->mountpoint);
+	}
+	r = mount_prepare(w, m);
+	if (r < 0)
+		return r;
+	m->state_fd = node_state_new();
+	mount_params(w, m, &fp);
+	r = fs_mount(&fp, &m->fs);
+	if (r < 0)
+		return r;
+	(void)fs_find_mount(m->mountpoint, &m->dev);
+	/* without a state file no worker could take the connection over: the
+	 * holder keeps nothing, and the mount ends with this worker */
+	fds[0] = m->state_fd >= 0 ? node_fuse_fd(m->fs) : -1;
+	fds[1] = m->state_fd;
+	r = mount_record(m, &rec);
+	/* The holder has the connection before anyone hears of the mount. */
+	if (r == 0)
+		r = node_msg_send(w->chan, NODE_MSG_ADD, (char *)rec.data, rec.len - 1, fds,
+		                  NODE_MSG_FDS);
+	if (r == 0)
+		r = mounts_add(w, m);
+	if (r < 0) {
+		fs_free(m->fs);
+		m->fs = NULL;
+		return log_errno(r, "mount '%s': handing it to the holder", m->mountpoint);
+	}
+	pid_file_write(m);
+	return 0;
+}
+
+/* A record from the holder: take the connection over, or end it. */
+void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS])
+{
+	struct json *j = NULL;
+	struct mount *m = calloc(1, sizeof(*m));
+	const char *mnt = NULL;
+	int r = m ? json_parse(b->data, b->len, &j, NULL) : -ENOMEM;
+
+	if (m)
+		m->state_fd = -1;
+
+	if (r == 0) {
+		const char *s;
+
+		mnt = json_get_cstr(j, "mountpoint");
+		m->mountpoint = mnt ? strdup(mnt) : NULL;
+		m->ref = (s = json_get_cstr(j, "ref")) ? strdup(s) : NULL;
+		s = json_get_cstr(j, "index");
+		(void)json_bool(json_get(j, "shared"), &m->shared);
+		if (!m->mountpoint || !m->ref || !s || strlen(s) != 32)
+			r = -EBADMSG;
+		else
+			memcpy(m->hex, s, sizeof(m->hex));
+	}
+	if (r == 0)
+		r = node_mount_config(w, m, j);
+	if (r == 0)
+		r = node_mopts_parse(&m->cfg, json_get(j, "options"), &m->o);
+	if (r == 0 && fds[0] < 0)
+		r = -ENOTCONN;      /* nothing kept it: it ended with the last worker */
+	if (r == 0)
+		r = mount_prepare(w, m);
+	if (r == 0) {
+		struct fs_params fp;
+
+		m->state_fd = TAKE_FD(fds[1]);
+		mount_params(w, m, &fp);
+		r = node_adopt(&fp, &fds[0], &m->fs);
+	}
+	if (r == 0)
+		r = mounts_add(w, m);
+	if (r == 0) {
+		(void)fs_find_mount(m->mountpoint, &m->dev);
+		pid_file_write(m);
+		m = NULL;
+	} else if (mnt) {
+		if (r != -ENOTCONN)
+			log_errno(r, "mount '%s': cannot take it over; ending it", mnt);
+		fs_free(m->fs);
+		(void)node_abort_mount(mnt);
+		tell_holder_del(w, mnt);
+	}
+	for (int i = 0; i < NODE_MSG_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	json_free(j);
+	node_mount_free(m);
+}
+/* m, unless its mount is gone (unmounted behind the node's back: umount -l,
+ * fusermount3 -u), in which case it is ended here and NULL returned. */
+struct mount *node_mount_alive(struct worker *w, struct mount *m)
+{
+	dev_t dev;
+
+	if (!m || (m->fs && !fs_finished(m->fs) && fs_find_mount(m->mountpoint, &dev) == 0 &&
+	           (!m->dev || dev == m->dev)))
+		return m;
+	for (size_t i = 0; i < w->nmounts; i++)
+		if (w->mounts[i] == m) {
+			node_mount_end(w, i);
+			break;
+		}
+	return NULL;
+}
+
+/* The mount `run` made of index hex from the store c names, or NULL. */
+struct mount *node_shared_mount(struct worker *w, const char *hex, const struct node_config *c)
+{
+	for (size_t i = 0; i < w->nmounts; i++) {
+		struct mount *o = w->mounts[i];
+
+		if (o->shared && !strcmp(o->hex, hex) && !strcmp(o->store_url, c->store_url) &&
+		    !strcmp(o->cfg.s3_endpoint ? o->cfg.s3_endpoint : "",
+		            c->s3_endpoint ? c->s3_endpoint : ""))
+			return node_mount_alive(w, o);
+	}
+	return NULL;
+}
+
+void node_mounts_end_all(struct worker *w)
+{
+	while (w->nmounts)
+		node_mount_end(w, w->nmounts - 1);
+}

@@ -1,0 +1,462 @@
+/*
+ * requests.c — the control socket's requests (mount, umount, status, stats,
+ * stop, upgrade; prefetch is jobs.c's), each answered with one JSON line.
+ * What the node logs while it handles a request goes to the client too (the
+ * "log" member).
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "image/image.h"
+#include "lib/json.h"
+#include "lib/lib.h"
+#include "node/node-internal.h"
+#include "node/takeover.h"
+#include "store/store.h"
+#include "tools/tools.h"
+
+#define WORKER_LOG_MAX (64u << 10)  /* bytes of a request's log lines sent back */
+
+/* c (initialised here): the node's settings, then the request's (its
+ * settings, then the shorthands store, cache, s3_endpoint). */
+int node_request_config(struct worker *w, const struct json *req, struct node_config *c)
+{
+	static const char *const shorthands[] = { "store", "cache", "s3_endpoint" };
+	int r = node_config_copy(w->cfg, c);
+
+	if (r < 0)
+		return log_errno(r, "request: settings");
+	if (json_get(req, "settings"))
+		r = node_config_apply_json(c, json_get(req, "settings"));
+	if (r == 0 && json_get(req, "secrets"))
+		r = node_config_apply_secrets(c, json_get(req, "secrets"));
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(shorthands); i++) {
+		const char *v = json_get_cstr(req, shorthands[i]);
+
+		if (json_get(req, shorthands[i]) && (!v || !*v))
+			r = log_error(-EINVAL, "request: %s: want a non-empty string", shorthands[i]);
+		else if (v)
+			r = node_config_set(c, shorthands[i], v, shorthands[i]);
+	}
+	if (r == 0 && (c->cache_dir[0] != '/' ||
+	               (!strncmp(c->store_url, "dir:", 4) && c->store_url[4] != '/')))
+		r = log_error(-EINVAL, "request: the store and cache paths must be absolute");
+	if (r < 0)
+		node_config_destroy(c);
+	return r;
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+const char *node_req_str(const struct json *req, const char *key, int *r)
+{
+	const struct json *v = json_get(req, key);
+	const char *s = json_cstr(v);
+
+	if (v && (!s || !*s)) {
+		*r = log_error(-EINVAL, "request: %s: want a non-empty string", key);
+		return NULL;
+	}
+	return s;
+}
+
+static int json_strn(struct buf *b, const char *s, size_t len)
+{
+	_cleanup_free_ char *c = strndup(s, len);
+
+	return c ? node_json_str(b, c) : -ENOMEM;
+}
+
+static int reply_mount(const struct mount *m, struct buf *out)
+{
+	const char *cfg;
+	size_t len;
+	int r;
+
+	image_config(m->im.img, &cfg, &len);
+	r = buf_printf(out, ",\"mountpoint\":");
+	r = r ?: node_json_str(out, m->mountpoint);
+	r = r ?: buf_printf(out, ",\"index\":\"%s\",\"config\":", m->hex);
+	r = r ?: json_strn(out, cfg ? cfg : "", cfg ? len : 0);
+	return r;
+}
+
+static bool is_hex32(const char *s)
+{
+	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
+}
+static int do_mount(struct worker *w, const struct json *req, struct buf *out)
+{
+	struct mount *m = calloc(1, sizeof(*m));
+	const char *ref, *mnt, *images;
+	int r = m ? 0 : -ENOMEM;
+
+	if (!m)
+		return r;
+	m->state_fd = -1;
+
+	ref = node_req_str(req, "ref", &r);
+	mnt = node_req_str(req, "mountpoint", &r);
+	images = node_req_str(req, "images", &r);
+	if (r == 0 && !ref)
+		r = log_error(-EINVAL, "request: mount: no ref");
+	if (r == 0 && ((mnt && mnt[0] != '/') || (images && images[0] != '/')))
+		r = log_error(-EINVAL, "request: mount: paths must be absolute");
+	if (r == 0)
+		r = node_mount_config(w, m, req);
+	if (r == 0) {
+		m->ref = strdup(ref);
+		if (!m->ref)
+			r = -ENOMEM;
+	}
+	if (r == 0)
+		r = node_mopts_parse(&m->cfg, json_get(req, "options"), &m->o);
+	if (r < 0)
+		goto out;
+	if (!images && json_get(req, "settings"))
+		images = m->cfg.images_dir;
+	/* Resolving a path inside a mount this worker serves would wait for
+	 * this worker: refused before any path is looked at. */
+	for (size_t i = 0; i < w->nmounts; i++) {
+		const char *p = mnt ? mnt : images ? images : w->cfg->images_dir;
+		size_t n = strlen(w->mounts[i]->mountpoint);
+
+		if (!strncmp(p, w->mounts[i]->mountpoint, n) && p[n] == '/') {
+			r = log_error(-EINVAL, "mount '%s': inside '%s', a mount of this node", p,
+			              w->mounts[i]->mountpoint);
+			goto out;
+		}
+	}
+	/* An index name this node keeps needs no store to resolve; a tag always
+	 * asks the store, as tags move. */
+	if (!mnt && is_hex32(ref)) {
+		/* the common case of a run by index name: its mount is there */
+		struct mount *o = node_shared_mount(w, ref, &m->cfg);
+
+		if (o) {
+			r = reply_mount(o, out);
+			goto out;
+		}
+	}
+	{
+		struct index_map probe = { 0 };
+
+		if (is_hex32(ref) && load_index(NULL, m->cache_dir, ref, &probe) == 0) {
+			memcpy(m->hex, ref, sizeof(m->hex));
+		} else {
+			m->st = node_store_get(w, &m->cfg);
+			r = m->st ? store_resolve(m->st->s, ref, m->hex) : -EIO;
+		}
+		index_map_free(&probe);
+		if (r < 0)
+			goto out;
+	}
+	if (!mnt) {
+		const char *dir = images ? images : w->cfg->images_dir;
+		char path[PATH_MAX];
+
+		struct mount *o = node_shared_mount(w, m->hex, &m->cfg);
+
+		m->shared = true;
+		if (o) {
+			r = reply_mount(o, out);
+			goto out;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, m->hex);
+		if (node_mount_alive(w, node_mount_at(w, path))) {
+			/* that index from another store: a mount of its own */
+			uint64_t h = hash64(m->store_url, strlen(m->store_url)) ^
+			             (m->cfg.s3_endpoint ? hash64(m->cfg.s3_endpoint,
+			                                          strlen(m->cfg.s3_endpoint)) : 0);
+
+			snprintf(path, sizeof(path), "%s/%s-%08x", dir, m->hex, (unsigned)(h >> 32));
+			if (node_mount_at(w, path)) {
+				r = log_error(-EEXIST, "image %s: '%s' is another store's mount", m->hex,
+				              path);
+				goto out;
+			}
+		}
+		r = mkdir_p(dir, 0755);
+		if (r < 0) {
+			log_errno(r, "image %s: creating '%s'", m->hex, dir);
+			goto out;
+		}
+		if (node_lazyroot_mounted(path) == -ENOTCONN)
+			(void)node_abort_mount(path);
+		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+			r = log_errno(-errno, "image %s: mkdir '%s'", m->hex, path);
+			goto out;
+		}
+		m->mountpoint = strdup(path);
+	} else {
+		m->mountpoint = realpath(mnt, NULL);
+		if (!m->mountpoint) {
+			r = log_errno(-errno, "mount '%s'", mnt);
+			goto out;
+		}
+	}
+	if (!m->shared) {
+		struct mount *o = node_mount_alive(w, node_mount_at(w, m->mountpoint));
+
+		/* the same image from the same store there already: done (a client
+		 * asking again after its worker died mid-request finds it) */
+		if (o && !strcmp(o->hex, m->hex) && !strcmp(o->store_url, m->store_url)) {
+			r = reply_mount(o, out);
+			goto out;
+		}
+		if (o) {
+			r = log_error(-EBUSY, "mount '%s': already mounted by this node", mnt);
+			goto out;
+		}
+	}
+	if (!m->mountpoint) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = node_mount_new(w, m);
+	if (r == 0) {
+		r = reply_mount(m, out);
+		m = NULL;   /* the node's now */
+	} else if (m->shared) {
+		(void)rmdir(m->mountpoint);
+	}
+out:
+	node_mount_free(m);
+	return r;
+}
+
+static int do_umount(struct worker *w, const struct json *req, struct buf *out)
+{
+	int r = 0;
+	const char *mnt = node_req_str(req, "mountpoint", &r);
+
+	if (r < 0)
+		return r;
+	if (!mnt)
+		return log_error(-EINVAL, "request: umount: no mountpoint");
+	for (size_t i = 0; i < w->nmounts; i++)
+		if (!strcmp(w->mounts[i]->mountpoint, mnt)) {
+			node_mount_end(w, i);
+			return 0;
+		}
+	(void)buf_printf(out, ",\"unknown\":true");
+	return log_error(-ENOENT, "umount '%s': not a mount of this node", mnt);
+}
+
+static int do_status(struct worker *w, const struct json *req, struct buf *out)
+{
+	uint64_t uptime_ms = w->holder_uptime_ms + (now_ns() - w->hello_ns) / 1000000;
+	int r;
+
+	r = buf_printf(out, ",\"pid\":%d,\"holder_pid\":%d,\"uptime_s\":%.3f,\"takeovers\":%u,"
+	               "\"socket\":", (int)getpid(), (int)w->holder_pid, (double)uptime_ms / 1e3,
+	               w->takeovers);
+	r = r ?: node_json_str(out, w->cfg->socket_path);
+	r = r ?: buf_printf(out, ",\"cache\":");
+	r = r ?: node_json_str(out, w->cfg->cache_dir);
+	r = r ?: buf_printf(out, ",\"mounts\":[");
+	for (size_t i = 0; r == 0 && i < w->nmounts; i++) {
+		struct mount *m = w->mounts[i];
+		struct node_fs_status st;
+
+		node_fs_status(m->fs, &st);
+		r = buf_printf(out, "%s{\"image\":", i ? "," : "");
+		r = r ?: node_json_str(out, m->ref);
+		r = r ?: buf_printf(out, ",\"index\":\"%s\",\"store\":", m->hex);
+		r = r ?: node_json_str(out, m->store_url);
+		r = r ?: buf_printf(out, ",\"mountpoint\":");
+		r = r ?: node_json_str(out, m->mountpoint);
+		r = r ?: buf_printf(out, ",\"cache\":");
+		r = r ?: node_json_str(out, m->cache_dir);
+		r = r ?: buf_printf(out, ",\"open_files\":%u,\"requests\":%llu,\"resends\":%llu,"
+		                    "\"adopted\":%s}", st.open_files,
+		                    (unsigned long long)st.requests, (unsigned long long)st.resends,
+		                    st.adopted ? "true" : "false");
+	}
+	return r ?: buf_printf(out, "]");
+}
+
+static int do_stats(struct worker *w, const struct json *req, struct buf *out)
+{
+	int r = 0;
+	const char *cache = node_req_str(req, "cache", &r);
+
+	if (r < 0)
+		return r;
+	r = buf_printf(out, ",\"cache\":");
+	return r ?: node_json_str(out, cache ? cache : w->cfg->cache_dir);
+}
+static int do_stop(struct worker *w, const struct json *req, struct buf *out)
+{
+	node_mounts_end_all(w);
+	if (w->chan >= 0)
+		(void)node_msg_send(w->chan, NODE_MSG_STOP, "{}", 2, NULL, 0);
+	w->stop = true;
+	return buf_printf(out, ",\"holder_pid\":%d", (int)w->holder_pid);
+}
+
+static int do_upgrade(struct worker *w, const struct json *req, struct buf *out)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	_cleanup_free_ char *abs = NULL;
+	char self[PATH_MAX];
+	int r = 0;
+	const char *bin = node_req_str(req, "binary", &r);
+
+	if (r < 0)
+		return r;
+	if (!bin) {
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		if (n < 0)
+			return log_errno(-errno, "upgrade: readlink /proc/self/exe");
+		self[n] = 0;
+		bin = self;
+	}
+	abs = realpath(bin, NULL);
+	if (!abs || access(abs, X_OK) < 0)
+		return log_errno(-errno, "upgrade: binary '%s'", bin);
+	r = buf_printf(&b, "{\"binary\":");
+	r = r ?: node_json_str(&b, abs);
+	r = r ?: buf_printf(&b, "}");
+	r = r ?: node_msg_send(w->chan, NODE_MSG_UPGRADE, (char *)b.data, b.len, NULL, 0);
+	if (r < 0)
+		return log_errno(r, "upgrade: telling the holder");
+	return buf_printf(out, ",\"pid\":%d", (int)getpid());
+}
+static void capture_begin(struct worker *w)
+{
+	fflush(stderr);
+	w->log_fd = memfd_create("lazyroot-request-log", MFD_CLOEXEC);
+	w->log_saved = w->log_fd >= 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3) : -1;
+	if (w->log_saved >= 0)
+		dup2(w->log_fd, STDERR_FILENO);
+}
+
+/* The lines logged since capture_begin(), also written to the node's log. */
+static void capture_end(struct worker *w, struct buf *ret)
+{
+	off_t n;
+
+	fflush(stderr);
+	if (w->log_saved >= 0) {
+		dup2(w->log_saved, STDERR_FILENO);
+		close(w->log_saved);
+	}
+	if (w->log_fd >= 0) {
+		n = lseek(w->log_fd, 0, SEEK_CUR);
+		if (n > 0 && buf_reserve(ret, (size_t)MIN(n, (off_t)WORKER_LOG_MAX) + 1) == 0) {
+			ssize_t k = pread(w->log_fd, ret->data, (size_t)MIN(n, (off_t)WORKER_LOG_MAX),
+			                  0);
+
+			if (k > 0) {
+				ret->len = (size_t)k;
+				(void)write_full(STDERR_FILENO, ret->data, ret->len);
+			}
+		}
+		close(w->log_fd);
+	}
+	w->log_fd = w->log_saved = -1;
+	(void)buf_append_zero(ret, 1);
+}
+
+static const struct {
+	const char *verb;
+	int (*fn)(struct worker *w, const struct json *req, struct buf *out);
+} verbs[] = {
+	{ "mount", do_mount },
+	{ "umount", do_umount },
+	{ "status", do_status },
+	{ "stats", do_stats },
+	{ "stop", do_stop },
+	{ "upgrade", do_upgrade },
+};
+
+void node_send_reply(struct client *c, const struct buf *reply)
+{
+	struct timeval tv = { .tv_sec = 2 };
+	int fl = fcntl(c->fd, F_GETFL);
+
+	(void)fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	(void)write_full(c->fd, reply->data, reply->len);
+}
+
+/* Answer one request.  The reply is written with a send timeout: a client
+ * that does not read gets cut off, the node goes on. */
+void node_handle(struct worker *w, struct client *c)
+{
+	_cleanup_(buf_freep) struct buf out = BUF_INIT, log = BUF_INIT, reply = BUF_INIT;
+	struct json *req = NULL;
+	const char *verb = NULL;
+	int r;
+
+	capture_begin(w);
+	if (c->in.len > NODE_REQUEST_MAX) {
+		r = log_error(-EMSGSIZE, "request: larger than %u bytes", NODE_REQUEST_MAX);
+	} else {
+		r = json_parse_logged(c->in.data, c->in.len, "request", &req);
+		if (r == 0 && !json_is(req, JSON_OBJECT))
+			r = log_error(-EINVAL, "request: not a JSON object");
+		if (r == 0 && !(verb = json_get_cstr(req, "verb")))
+			r = log_error(-EINVAL, "request: no verb");
+	}
+	if (r == 0 && strcmp(verb, "ping")) {
+		size_t i;
+
+		for (i = 0; i < ARRAY_SIZE(verbs); i++)
+			if (!strcmp(verbs[i].verb, verb))
+				break;
+		if (i < ARRAY_SIZE(verbs))
+			r = verbs[i].fn(w, req, &out);
+		else if (!strcmp(verb, "prefetch"))
+			r = node_job_start(w, req, &c->job);
+		else
+			r = log_error(-EINVAL, "request: unknown verb '%.64s'", verb);
+	}
+	capture_end(w, &log);
+	if (r == 1) {
+		/* answered when the prefetch ends (serve_clients) */
+		c->job->log = log;
+		log = (struct buf)BUF_INIT;
+		json_free(req);
+		return;
+	}
+	if (r < 0) {
+		/* the last line logged says why (without "lazyroot: " and its
+		 * newline); else the errno */
+		_cleanup_free_ char *copy = log.len > 1 ? strdup((char *)log.data) : NULL;
+		char *end, *last = NULL;
+
+		if (copy) {
+			end = copy + strlen(copy);
+			while (end > copy && end[-1] == '\n')
+				*--end = 0;
+			last = strrchr(copy, '\n');
+			last = last ? last + 1 : copy;
+			if (!strncmp(last, "lazyroot: ", 10))
+				last += 10;
+		}
+		const char *why = copy ? last : strerror(-r);
+
+		r = buf_printf(&reply, "{\"ok\":false,\"error\":");
+		r = r ?: node_json_str(&reply, why);
+	} else {
+		r = buf_printf(&reply, "{\"ok\":true");
+	}
+	r = r ?: (out.len ? buf_append(&reply, out.data, out.len) : 0);
+	if (log.len > 1) {
+		r = r ?: buf_printf(&reply, ",\"log\":");
+		r = r ?: node_json_str(&reply, (char *)log.data);
+	}
+	r = r ?: buf_printf(&reply, "}\n");
+	if (r < 0) {
+		reply.len = 0;
+		(void)buf_printf(&reply, "{\"ok\":false,\"error\":\"out of memory\"}\n");
+	}
+	node_send_reply(c, &reply);
+	json_free(req);
+}

@@ -1,0 +1,117 @@
+/*
+ * stores.c — the worker's stores and caches: one store per distinct set of
+ * store settings (URL, transfers, TLS, S3, credentials), one cache per cache
+ * directory; each opened on first use and kept until the worker ends.
+ */
+#include <sys/stat.h>
+
+#include "cache/cache.h"
+#include "lib/lib.h"
+#include "lib/loop.h"
+#include "node/node-internal.h"
+#include "store/store.h"
+
+/* ---- stores, caches --------------------------------------------------------- */
+
+/* The settings a store is opened with: one store per distinct set. */
+static const char *const store_keys[] = {
+	"store", "http_transfers", "http_connect_timeout", "http_low_speed_time", "tls_ca_file",
+	"tls_ca_dir", "s3_endpoint", "s3_region", "s3_profile", "s3_credentials_file",
+	"s3_list_max_keys",
+};
+
+struct nstore *node_store_get(struct worker *w, const struct node_config *rc)
+{
+	_cleanup_(buf_freep) struct buf key = BUF_INIT;
+	struct nstore *ns, **v;
+	char val[4096];
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(store_keys); i++)
+		if (node_config_get(rc, store_keys[i], val, sizeof(val)) == 0)
+			r = buf_printf(&key, "%s\n", val);
+	/* other credentials, another node_handle (the key stays in memory) */
+	r = r ?: node_config_secrets_json(&key, rc);
+	if (r < 0 || buf_append_zero(&key, 1) < 0) {
+		log_errno(-ENOMEM, "store '%s'", rc->store_url);
+		return NULL;
+	}
+	for (size_t i = 0; i < w->nstores; i++)
+		if (!strcmp(w->stores[i]->key, (char *)key.data)) {
+			store_set_fetch_timeout(w->stores[i]->s, rc->fetch_timeout_ms);
+			return w->stores[i];
+		}
+	ns = calloc(1, sizeof(*ns));
+	v = realloc(w->stores, (w->nstores + 1) * sizeof(*v));
+	if (v)
+		w->stores = v;
+	if (!ns || !v || node_config_copy(rc, &ns->cfg) < 0) {
+		free(ns);
+		log_errno(-ENOMEM, "store '%s'", rc->store_url);
+		return NULL;
+	}
+	node_config_store_options(&ns->cfg, &ns->so);
+	r = store_open_with(ns->cfg.store_url, &ns->so, &ns->s);
+	if (r == 0) {
+		r = store_set_loop(ns->s, w->l);
+		if (r < 0)
+			log_errno(r, "store '%s': attaching it to the loop", ns->cfg.store_url);
+	}
+	if (r < 0) {
+		store_free(ns->s);
+		node_config_destroy(&ns->cfg);
+		free(ns);
+		return NULL;
+	}
+	store_set_fetch_timeout(ns->s, rc->fetch_timeout_ms);
+	ns->key = (char *)TAKE_PTR(key.data);
+	w->stores[w->nstores++] = ns;
+	return ns;
+}
+
+/* One cache per directory, opened with the settings of the first request
+ * that names it (the node's own first of all). */
+struct ncache *node_cache_get(struct worker *w, const struct node_config *rc)
+{
+	struct ncache *nc, **v;
+	struct cache_params cp;
+
+	for (size_t i = 0; i < w->ncaches; i++) {
+		struct stat st;
+
+		nc = w->caches[i];
+		if (strcmp(nc->dir, rc->cache_dir))
+			continue;
+		if (stat(nc->dir, &st) == 0 && st.st_dev == nc->dev && st.st_ino == nc->ino)
+			return nc;
+		/* removed (and perhaps made again) since it was opened: a new cache
+		 * there; the old one stays for the mounts that use it */
+		nc->dir[0] = 0;
+	}
+	node_config_cache_params(rc, &cp);
+	cp.dir = rc->cache_dir;
+	nc = calloc(1, sizeof(*nc));
+	v = realloc(w->caches, (w->ncaches + 1) * sizeof(*v));
+	if (v)
+		w->caches = v;
+	if (!nc || !v || !(nc->dir = strdup(rc->cache_dir))) {
+		free(nc);
+		log_errno(-ENOMEM, "cache '%s'", rc->cache_dir);
+		return NULL;
+	}
+	if (cache_open(&cp, w->l, &nc->c) < 0) {   /* says why */
+		free(nc->dir);
+		free(nc);
+		return NULL;
+	}
+	{
+		struct stat st;
+
+		if (stat(nc->dir, &st) == 0) {
+			nc->dev = st.st_dev;
+			nc->ino = st.st_ino;
+		}
+	}
+	w->caches[w->ncaches++] = nc;
+	return nc;
+}

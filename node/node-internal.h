@@ -174,6 +174,12 @@ struct mount *node_mount_at(struct worker *w, const char *mountpoint);
 struct mount *node_mount_alive(struct worker *w, struct mount *m);
 struct mount *node_shared_mount(struct worker *w, const char *hex, const struct node_config *c);
 int node_lazyroot_mounted(const char *dir);
+struct node_stats_image;
+/* The counters of the mounts on cache_dir (NULL: every mount), kept per mount
+ * by its fs (a few counters and a bit per chunk of the image): *ret, freed
+ * with node_stats_images_free.  0 or -ENOMEM. */
+int node_mounts_stats(struct worker *w, const char *cache_dir, struct node_stats_image **ret,
+                      size_t *ret_n);
 
 /* requests.c */
 int node_request_config(struct worker *w, const struct json *req, struct node_config *c);

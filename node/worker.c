@@ -328,9 +328,15 @@ static void metrics_body(void *ud, FILE *f)
 			fprintf(f, "\"} %llu\n", (unsigned long long)v);
 		}
 	}
-	/* the node's own cache: per-image counters live in its slots */
+	/* the node's own cache's counters; per image, every mount's own (its
+	 * fs keeps them: the cache's slots are few) */
 	if (w->ncaches && cache_stats_map(w->caches[0]->dir, &st) == 0) {
-		node_stats_prometheus(f, st);
+		struct node_stats_image *im = NULL;
+		size_t n = 0;
+
+		(void)node_mounts_stats(w, NULL, &im, &n);
+		node_stats_prometheus(f, st, im, n);
+		node_stats_images_free(im, n);
 		cache_stats_unmap(st);
 	}
 }

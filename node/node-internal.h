@@ -120,6 +120,8 @@ struct pjob {
 	char *ref, *cache_dir;
 	struct node_config cfg;
 	bool have_cfg, decode;
+	bool progress;            /* the client wants progress lines meanwhile */
+	uint64_t progress_ns;     /* now_ns() of the last one */
 	struct buf log;           /* what was logged while it started */
 };
 
@@ -190,6 +192,11 @@ void node_send_reply(struct client *c, const struct buf *reply);
 /* jobs.c: 1 when the job started (c->job; answered when it ends), or -errno. */
 int node_job_start(struct worker *w, const struct json *req, struct pjob **ret);
 int node_job_reply(struct pjob *j, struct buf *reply);
+/* A progress line for a client that asked for them ({"progress":{…}}), at
+ * most every NODE_JOB_PROGRESS_NS: 1 when one was written into line, 0 when
+ * none is due. */
+#define NODE_JOB_PROGRESS_NS 200000000ULL
+int node_job_progress(struct pjob *j, struct buf *line);
 void node_job_free(struct pjob *j);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * cache-internal.h — what the cache's files share: the stats file, the walk
- * over chunk files, and the shared-counter arithmetic.
+ * over chunk files, the shared-counter arithmetic, and the state of the
+ * cache itself (entries, flights) that its core files work on.
  *
  * Shared counters are plain uint64_t fields of a MAP_SHARED file; every
  * update is an atomic read-modify-write so that several daemons and the
@@ -10,6 +11,7 @@
 #define LAZYROOT_CACHE_INTERNAL_H
 
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include "cache/cache.h"
 #include "lib/lib.h"
@@ -96,7 +98,7 @@ uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need);
 /* Re-hash object hex (of size bytes) in files_fd against its xattr:
  * 0, -EBADMSG on a mismatch, or another -errno. */
 int cache_file_check(int files_fd, const char *hex, uint64_t size);
-/* cache.c: evict while over the limit (after an object was linked). */
+/* evict.c: evict while over the limit (after an object was linked). */
 void cache_evict_over(struct cache *c);
 
 /* ---- decode.c: decoding and verifying fetched chunks on worker threads ---- */
@@ -126,5 +128,206 @@ void decoder_submit(struct decoder *d, struct decode_job *j);
 /* Stop and join the workers.  Jobs still out never see done(): free the
  * decoder only when none is (drive the loop until loop_pending() is 0). */
 void decoder_free(struct decoder *d);
+
+/* ---- cache.c, evict.c, fetch.c, write.c: the cache's state -------------------
+ *
+ * State (all owned by the loop's thread; no locks):
+ *  - the entry table: every chunk file and staged object this daemon knows of
+ *    (found by the scan at open, or written or seen since), keyed by name, on
+ *    a disk LRU list (head = most recently used); plus chunks held in memory
+ *    because the cache disk was full, on a memory LRU bounded by memory_limit;
+ *  - the flight table: chunks being loaded (a file being verified, a fetch from
+ *    the store, a cache file being written), each with the readers waiting for
+ *    it, so that one load serves them all;
+ *  - a queue of fetches beyond max_fetches.
+ *
+ * Invariants:
+ *  - bytes reach a reader only from a file this daemon wrote or hashed
+ *    (entry->verified), or from a buffer that chunk_decode() verified (a
+ *    staged object's bytes are only ever decoded into such a buffer);
+ *  - an entry is on the disk LRU while it has a chunk file or a staged
+ *    object (entry_held); a staged object is dropped once its chunk file is
+ *    being written, so that one name has one file (a crash in between leaves
+ *    neither, or both: the scan at open then drops the staged one);
+ *  - a name is in the flight table at most once; while it is, readers join it;
+ *  - an entry's fd is closed only when no read on it is in flight (readers);
+ *    an entry evicted meanwhile becomes a zombie, out of every table, freed
+ *    when its last read completes;
+ *  - the shared `used` gauge moves only by what this process's own link or
+ *    unlink changed (EEXIST on link / ENOENT on unlink: another daemon did it);
+ *  - every callback runs from the loop, never from inside cache_read().
+ *
+ * Who does what:
+ *   cache.c   the public read path, counters, images, open and free
+ *   evict.c   the entry table, the disk and memory LRUs, eviction
+ *   fetch.c   flights: verifying a chunk file, decoding a staged object,
+ *             fetching from the store, serving the waiters
+ *   write.c   writing a fetched chunk's file or staged object
+ */
+
+struct store;
+struct store_check;
+
+#define CACHE_FLIGHT_BUCKETS 1024
+
+struct centry {
+	uint8_t name[HASH_SIZE];
+	uint32_t size;
+	bool on_disk;                    /* a file chunks/ab/<hex> (as far as we know) */
+	bool staged;                     /* a staged object chunks/ab/<hex>.z */
+	uint32_t zsize;                  /* its bytes (size is 0 until known) */
+	bool verified;                   /* written or hashed by this daemon */
+	bool zombie;                     /* evicted; freed when readers drops to 0 */
+	int fd;                          /* -1, or open for hit reads (fd LRU) */
+	unsigned readers;                /* hit reads in flight on fd */
+	uint64_t last_bump;              /* now_ns() of the last mtime refresh */
+	uint8_t *mem;                    /* held in memory (disk full), or NULL */
+	struct centry *hnext;
+	struct centry *lprev, *lnext;    /* disk LRU */
+	struct centry *mprev, *mnext;    /* memory LRU */
+	struct centry *fprev, *fnext;    /* fd LRU */
+};
+
+struct list {
+	struct centry *head, *tail;
+};
+
+struct waiter {
+	struct waiter *next;
+	void *dst;                       /* NULL: a prefetch */
+	uint32_t off, len;
+	int image;
+	cache_cb cb;
+	void *ud;
+};
+
+enum flight_kind { FLIGHT_VERIFY, FLIGHT_FETCH, FLIGHT_STAGED };
+/* Where cache_start_load() finds the chunk. */
+enum load_from { LOAD_STORE, LOAD_FILE, LOAD_STAGED, LOAD_STAGE };
+
+struct flight {
+	struct cache *c;
+	struct flight *hnext, *qnext;
+	enum flight_kind kind;
+	struct cache_chunk ch;
+	struct store *store;             /* borrowed from the first reader */
+	struct waiter *w_head, *w_tail;
+	uint8_t *data;                   /* ch.size bytes; verified once `ready` */
+	bool ready;                      /* joiners are served from data at once */
+	bool fetched;                    /* the bytes came from the store: readers missed */
+	bool alone;                      /* fetched with no other fetch in flight */
+	bool stage;                      /* cache_stage(): keep the fetched bytes as
+	                                    they are unless a reader waits */
+	bool keep_raw;                   /* the check kept them: raw is written staged */
+	const uint8_t *wbuf;             /* what the write path writes: data or raw */
+	size_t wlen;
+	size_t zlen;                     /* the staged object's size, being read */
+	int fd;
+	size_t done;                     /* bytes read or written so far */
+	int fail;                        /* flight_fail_later(): the error */
+	uint64_t t0;
+	struct decode_job job;           /* decoding on a worker: f->raw into f->data */
+	struct buf raw;                  /* the bytes the store returned, while decoded */
+	struct store_check *later;       /* the store's check, waiting for the verdict */
+	char hex[HASH_HEX_SIZE];
+	char rel[CACHE_REL_LEN];
+	char zrel[CACHE_REL_LEN];        /* the staged object's */
+	char proc[64];                   /* /proc/PID/fd/N of the unnamed file */
+};
+
+/* Per-image distinct-chunk set: open addressing on the name's first 8 bytes. */
+struct image_seen {
+	uint8_t (*names)[HASH_SIZE];
+	size_t n, cap;
+};
+
+struct cache {
+	struct loop *loop;               /* borrowed */
+	int dir_fd, chunks_fd, lock_fd;
+	struct cache_stats *st;          /* DIR/stats, MAP_SHARED */
+	uint64_t limit, memory_limit;
+	unsigned max_fetches, fetching;
+	uint64_t unkept;                 /* fetched chunks not written to disk */
+	unsigned flights_live;           /* flights not yet freed (fetching or writing) */
+	uint64_t pack_fallbacks;         /* chunks fetched from their object: the pack failed */
+	uint32_t near_us;                /* cache_params.near_latency_us, resolved */
+	uint32_t lat_us[CACHE_NEAR_WINDOW];  /* the last lone fetches' latencies, a ring */
+	unsigned nlat;                   /* lone fetches recorded, up to the window */
+	unsigned lat_next;
+	pid_t pid;
+	struct centry **buckets;
+	size_t nbuckets, nentries;
+	struct list lru, mlru, flru;
+	uint64_t mem_used;
+	unsigned fds_open;
+	struct flight *flights[CACHE_FLIGHT_BUCKETS];
+	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
+	ZSTD_DCtx *dctx;
+	struct decoder *dec;             /* NULL: fetched chunks are decoded on the loop */
+	struct image_seen *images[CACHE_STATS_IMAGES];  /* slots this daemon claimed */
+	struct wfiles *wf;               /* whole-file objects (files.c) */
+};
+
+#define LIST_UNLINK(l, e, prev, next) do {                                    \
+	if ((e)->prev) (e)->prev->next = (e)->next; else (l)->head = (e)->next; \
+	if ((e)->next) (e)->next->prev = (e)->prev; else (l)->tail = (e)->prev; \
+	(e)->prev = (e)->next = NULL;                                          \
+} while (0)
+#define LIST_PUSH_HEAD(l, e, prev, next) do {                                 \
+	(e)->prev = NULL; (e)->next = (l)->head;                               \
+	if ((l)->head) (l)->head->prev = (e); else (l)->tail = (e);            \
+	(l)->head = (e);                                                       \
+} while (0)
+#define LIST_PUSH_TAIL(l, e, prev, next) do {                                 \
+	(e)->next = NULL; (e)->prev = (l)->tail;                               \
+	if ((l)->tail) (l)->tail->next = (e); else (l)->head = (e);            \
+	(l)->tail = (e);                                                       \
+} while (0)
+
+static inline uint64_t name_key(const uint8_t name[HASH_SIZE])
+{
+	uint64_t k;
+
+	memcpy(&k, name, sizeof(k));
+	return k;
+}
+
+static inline bool entry_held(const struct centry *e)
+{
+	return e->on_disk || e->staged;
+}
+
+/* evict.c */
+struct centry *cache_entry_find(struct cache *c, const uint8_t name[HASH_SIZE]);
+/* NULL without memory; the new entry is on no list. */
+struct centry *cache_entry_add(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size);
+void cache_entry_close_fd(struct cache *c, struct centry *e);
+void cache_entry_drop_mem(struct cache *c, struct centry *e);
+void cache_entry_remove(struct cache *c, struct centry *e);
+void cache_chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);
+void cache_staged_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);
+void cache_entry_unlink(struct cache *c, struct centry *e, bool eviction);
+void cache_evict(struct cache *c, uint64_t need);
+/* Keep *data (size bytes of chunk name) in memory, taking it; leaves *data
+ * alone when it does not fit in memory_limit at all. */
+void cache_mem_insert(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size,
+                      uint8_t **data);
+void cache_staged_drop(struct cache *c, struct centry *e);
+
+/* fetch.c */
+int cache_complete_later(struct cache *c, cache_cb cb, void *ud, int res);
+void cache_waiter_fail(struct cache *c, struct waiter *w, int res);
+struct flight **cache_flight_slot(struct cache *c, const uint8_t name[HASH_SIZE]);
+void cache_flight_free(struct flight *f);
+int cache_start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
+                     struct waiter *w, enum load_from from);
+
+/* write.c */
+void cache_write_start(struct flight *f);
+
+/* cache.c */
+void cache_count_served(struct cache *c, const struct cache_chunk *ch, uint32_t len, int image,
+                        bool hit);
+void cache_count_latency(struct cache *c, uint64_t ns, bool alone);
 
 #endif

@@ -1,31 +1,12 @@
 /*
- * cache.c — the node-local chunk cache on an io_uring loop.
+ * cache.c — the node-local chunk cache's public face (cache/cache.h): the
+ * read path that serves hits from memory or from chunk files and hands
+ * misses to flights, the per-image counters, and opening a cache directory.
  *
- * State (all owned by the loop's thread; no locks):
- *  - the entry table: every chunk file and staged object this daemon knows of
- *    (found by the scan at open, or written or seen since), keyed by name, on
- *    a disk LRU list (head = most recently used); plus chunks held in memory
- *    because the cache disk was full, on a memory LRU bounded by memory_limit;
- *  - the flight table: chunks being loaded (a file being verified, a fetch from
- *    the store, a cache file being written), each with the readers waiting for
- *    it, so that one load serves them all;
- *  - a queue of fetches beyond max_fetches.
- *
- * Invariants:
- *  - bytes reach a reader only from a file this daemon wrote or hashed
- *    (entry->verified), or from a buffer that chunk_decode() verified (a
- *    staged object's bytes are only ever decoded into such a buffer);
- *  - an entry is on the disk LRU while it has a chunk file or a staged
- *    object (entry_held); a staged object is dropped once its chunk file is
- *    being written, so that one name has one file (a crash in between leaves
- *    neither, or both: the scan at open then drops the staged one);
- *  - a name is in the flight table at most once; while it is, readers join it;
- *  - an entry's fd is closed only when no read on it is in flight (readers);
- *    an entry evicted meanwhile becomes a zombie, out of every table, freed
- *    when its last read completes;
- *  - the shared `used` gauge moves only by what this process's own link or
- *    unlink changed (EEXIST on link / ENOENT on unlink: another daemon did it);
- *  - every callback runs from the loop, never from inside cache_read().
+ * The state, its invariants and the files of the cache are described in
+ * cache-internal.h.  A hit is read straight from the chunk file through the
+ * loop; only chunk files this daemon wrote or hashed are read that way, the
+ * others go through a flight that hashes them first (fetch.c).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -40,340 +21,6 @@
 #define CACHE_MAX_FDS 256           /* open chunk-file descriptors kept */
 #define CACHE_BUMP_NS (60ULL * 1000000000ULL)  /* mtime refresh, per chunk */
 #define CACHE_DEFAULT_FETCHES 64    /* above the store's transfers: decoding holds no slot */
-#define CACHE_FLIGHT_BUCKETS 1024
-#define CACHE_PACK_LOGGED 8         /* pack failures logged per cache, at most */
-
-struct centry {
-	uint8_t name[HASH_SIZE];
-	uint32_t size;
-	bool on_disk;                    /* a file chunks/ab/<hex> (as far as we know) */
-	bool staged;                     /* a staged object chunks/ab/<hex>.z */
-	uint32_t zsize;                  /* its bytes (size is 0 until known) */
-	bool verified;                   /* written or hashed by this daemon */
-	bool zombie;                     /* evicted; freed when readers drops to 0 */
-	int fd;                          /* -1, or open for hit reads (fd LRU) */
-	unsigned readers;                /* hit reads in flight on fd */
-	uint64_t last_bump;              /* now_ns() of the last mtime refresh */
-	uint8_t *mem;                    /* held in memory (disk full), or NULL */
-	struct centry *hnext;
-	struct centry *lprev, *lnext;    /* disk LRU */
-	struct centry *mprev, *mnext;    /* memory LRU */
-	struct centry *fprev, *fnext;    /* fd LRU */
-};
-
-struct list {
-	struct centry *head, *tail;
-};
-
-struct waiter {
-	struct waiter *next;
-	void *dst;                       /* NULL: a prefetch */
-	uint32_t off, len;
-	int image;
-	cache_cb cb;
-	void *ud;
-};
-
-enum flight_kind { FLIGHT_VERIFY, FLIGHT_FETCH, FLIGHT_STAGED };
-/* Where start_load() finds the chunk. */
-enum load_from { LOAD_STORE, LOAD_FILE, LOAD_STAGED, LOAD_STAGE };
-
-struct flight {
-	struct cache *c;
-	struct flight *hnext, *qnext;
-	enum flight_kind kind;
-	struct cache_chunk ch;
-	struct store *store;             /* borrowed from the first reader */
-	struct waiter *w_head, *w_tail;
-	uint8_t *data;                   /* ch.size bytes; verified once `ready` */
-	bool ready;                      /* joiners are served from data at once */
-	bool fetched;                    /* the bytes came from the store: readers missed */
-	bool alone;                      /* fetched with no other fetch in flight */
-	bool stage;                      /* cache_stage(): keep the fetched bytes as
-	                                    they are unless a reader waits */
-	bool keep_raw;                   /* the check kept them: raw is written staged */
-	const uint8_t *wbuf;             /* what the write path writes: data or raw */
-	size_t wlen;
-	size_t zlen;                     /* the staged object's size, being read */
-	int fd;
-	size_t done;                     /* bytes read or written so far */
-	int fail;                        /* flight_fail_later(): the error */
-	uint64_t t0;
-	struct decode_job job;           /* decoding on a worker: f->raw into f->data */
-	struct buf raw;                  /* the bytes the store returned, while decoded */
-	struct store_check *later;       /* the store's check, waiting for the verdict */
-	char hex[HASH_HEX_SIZE];
-	char rel[CACHE_REL_LEN];
-	char zrel[CACHE_REL_LEN];        /* the staged object's */
-	char proc[64];                   /* /proc/PID/fd/N of the unnamed file */
-};
-
-/* Per-image distinct-chunk set: open addressing on the name's first 8 bytes. */
-struct image_seen {
-	uint8_t (*names)[HASH_SIZE];
-	size_t n, cap;
-};
-
-struct cache {
-	struct loop *loop;               /* borrowed */
-	int dir_fd, chunks_fd, lock_fd;
-	struct cache_stats *st;          /* DIR/stats, MAP_SHARED */
-	uint64_t limit, memory_limit;
-	unsigned max_fetches, fetching;
-	uint64_t unkept;                 /* fetched chunks not written to disk */
-	unsigned flights_live;           /* flights not yet freed (fetching or writing) */
-	uint64_t pack_fallbacks;         /* chunks fetched from their object: the pack failed */
-	uint32_t near_us;                /* cache_params.near_latency_us, resolved */
-	uint32_t lat_us[CACHE_NEAR_WINDOW];  /* the last lone fetches' latencies, a ring */
-	unsigned nlat;                   /* lone fetches recorded, up to the window */
-	unsigned lat_next;
-	pid_t pid;
-	struct centry **buckets;
-	size_t nbuckets, nentries;
-	struct list lru, mlru, flru;
-	uint64_t mem_used;
-	unsigned fds_open;
-	struct flight *flights[CACHE_FLIGHT_BUCKETS];
-	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
-	ZSTD_DCtx *dctx;
-	struct decoder *dec;             /* NULL: fetched chunks are decoded on the loop */
-	struct image_seen *images[CACHE_STATS_IMAGES];  /* slots this daemon claimed */
-	struct wfiles *wf;               /* whole-file objects (files.c) */
-};
-
-/* ---- lists and tables ---------------------------------------------------- */
-
-#define LIST_UNLINK(l, e, prev, next) do {                                    \
-	if ((e)->prev) (e)->prev->next = (e)->next; else (l)->head = (e)->next; \
-	if ((e)->next) (e)->next->prev = (e)->prev; else (l)->tail = (e)->prev; \
-	(e)->prev = (e)->next = NULL;                                          \
-} while (0)
-#define LIST_PUSH_HEAD(l, e, prev, next) do {                                 \
-	(e)->prev = NULL; (e)->next = (l)->head;                               \
-	if ((l)->head) (l)->head->prev = (e); else (l)->tail = (e);            \
-	(l)->head = (e);                                                       \
-} while (0)
-#define LIST_PUSH_TAIL(l, e, prev, next) do {                                 \
-	(e)->next = NULL; (e)->prev = (l)->tail;                               \
-	if ((l)->tail) (l)->tail->next = (e); else (l)->head = (e);            \
-	(l)->tail = (e);                                                       \
-} while (0)
-
-static uint64_t name_key(const uint8_t name[HASH_SIZE])
-{
-	uint64_t k;
-
-	memcpy(&k, name, sizeof(k));
-	return k;
-}
-
-static struct centry *entry_find(struct cache *c, const uint8_t name[HASH_SIZE])
-{
-	struct centry *e = c->buckets[name_key(name) & (c->nbuckets - 1)];
-
-	while (e && memcmp(e->name, name, HASH_SIZE))
-		e = e->hnext;
-	return e;
-}
-
-/* Double the bucket array when entries outnumber buckets.  A failed grow
- * only lengthens chains. */
-static void table_grow(struct cache *c)
-{
-	size_t n = c->nbuckets * 2;
-	struct centry **b = calloc(n, sizeof(*b));
-
-	if (!b)
-		return;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct centry *e = c->buckets[i];
-
-		while (e) {
-			struct centry *next = e->hnext;
-			size_t h = name_key(e->name) & (n - 1);
-
-			e->hnext = b[h];
-			b[h] = e;
-			e = next;
-		}
-	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
-}
-
-static struct centry *entry_add(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size)
-{
-	struct centry *e = calloc(1, sizeof(*e));
-	size_t h;
-
-	if (!e)
-		return NULL;
-	memcpy(e->name, name, HASH_SIZE);
-	e->size = size;
-	e->fd = -1;
-	if (c->nentries >= c->nbuckets)
-		table_grow(c);
-	h = name_key(name) & (c->nbuckets - 1);
-	e->hnext = c->buckets[h];
-	c->buckets[h] = e;
-	c->nentries++;
-	return e;
-}
-
-static bool entry_held(const struct centry *e)
-{
-	return e->on_disk || e->staged;
-}
-
-static void entry_close_fd(struct cache *c, struct centry *e)
-{
-	if (e->fd < 0)
-		return;
-	LIST_UNLINK(&c->flru, e, fprev, fnext);
-	close(e->fd);
-	e->fd = -1;
-	c->fds_open--;
-}
-
-static void entry_drop_mem(struct cache *c, struct centry *e)
-{
-	if (!e->mem)
-		return;
-	LIST_UNLINK(&c->mlru, e, mprev, mnext);
-	free(e->mem);
-	e->mem = NULL;
-	c->mem_used -= e->size;
-}
-
-/* Take e out of the table and lists; free it now unless reads are in flight
- * on its fd (then the last of them frees it). */
-static void entry_remove(struct cache *c, struct centry *e)
-{
-	struct centry **pp = &c->buckets[name_key(e->name) & (c->nbuckets - 1)];
-
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
-	c->nentries--;
-	if (entry_held(e))
-		LIST_UNLINK(&c->lru, e, lprev, lnext);
-	entry_drop_mem(c, e);
-	if (e->readers) {
-		e->zombie = true;
-		return;
-	}
-	entry_close_fd(c, e);
-	free(e);
-}
-
-static void chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN])
-{
-	char hex[HASH_HEX_SIZE];
-
-	hex_encode(name, HASH_SIZE, hex);
-	snprintf(rel, CACHE_REL_LEN, "%.2s/%s", hex, hex);
-}
-
-static void staged_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN])
-{
-	char hex[HASH_HEX_SIZE];
-
-	hex_encode(name, HASH_SIZE, hex);
-	snprintf(rel, CACHE_REL_LEN, "%.2s/%s" CACHE_STAGED_SUFFIX, hex, hex);
-}
-
-/* Unlink e's staged object (the gauges move only when this unlink removed
- * it); returns its bytes when it did, else 0.  e stays in the table. */
-static uint64_t staged_unlink(struct cache *c, struct centry *e)
-{
-	char rel[CACHE_REL_LEN];
-
-	if (!e->staged)
-		return 0;
-	e->staged = false;
-	if (!e->on_disk)
-		LIST_UNLINK(&c->lru, e, lprev, lnext);
-	staged_rel(e->name, rel);
-	if (unlinkat(c->chunks_fd, rel, 0) < 0)
-		return 0;
-	stat_sub(&c->st->used, e->zsize);
-	stat_sub(&c->st->staged, 1);
-	stat_sub(&c->st->staged_bytes, e->zsize);
-	return e->zsize;
-}
-
-/* Unlink e's files and forget it.  ENOENT: another daemon (or `cache trim`)
- * already removed them and counted them. */
-static void entry_unlink(struct cache *c, struct centry *e, bool eviction)
-{
-	char rel[CACHE_REL_LEN];
-	uint64_t freed = 0;
-
-	chunk_rel(e->name, rel);
-	if (e->on_disk && unlinkat(c->chunks_fd, rel, 0) == 0) {
-		stat_sub(&c->st->used, e->size);
-		freed += e->size;
-	}
-	freed += staged_unlink(c, e);
-	if (eviction && freed) {
-		stat_add(&c->st->evictions, 1);
-		stat_add(&c->st->evicted_bytes, freed);
-	}
-	if (e->mem) {
-		/* the bytes stay useful from memory */
-		if (e->on_disk)
-			LIST_UNLINK(&c->lru, e, lprev, lnext);
-		e->on_disk = false;
-		entry_close_fd(c, e);
-		return;
-	}
-	entry_remove(c, e);
-}
-
-/* Evict least recently used chunk files while the shared gauge is over the
- * limit, and at least `need` bytes (room for a write that hit ENOSPC).  Only
- * files this daemon knows can be evicted; other daemons evict theirs. */
-static void evict(struct cache *c, uint64_t need)
-{
-	uint64_t freed = 0;
-
-	/* whole-file objects first: they only copy chunks that stay */
-	if (c->wf)
-		freed = wfiles_evict(c->wf, c->limit, need);
-
-	while (c->lru.tail &&
-	       (__atomic_load_n(&c->st->used, __ATOMIC_RELAXED) > c->limit || freed < need)) {
-		struct centry *e = c->lru.tail;
-
-		freed += (e->on_disk ? e->size : 0) + (e->staged ? e->zsize : 0);
-		entry_unlink(c, e, true);
-	}
-}
-
-static void mem_insert(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size,
-                       uint8_t **data)
-{
-	struct centry *e;
-
-	if (size > c->memory_limit)
-		return;
-	while (c->mem_used + size > c->memory_limit && c->mlru.tail) {
-		struct centry *old = c->mlru.tail;
-
-		entry_drop_mem(c, old);
-		if (!entry_held(old))
-			entry_remove(c, old);
-	}
-	e = entry_find(c, name);
-	if (!e)
-		e = entry_add(c, name, size);
-	if (!e || e->mem)
-		return;
-	e->mem = TAKE_PTR(*data);
-	c->mem_used += size;
-	LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
-}
 
 /* ---- counters ------------------------------------------------------------- */
 
@@ -416,7 +63,7 @@ static bool seen_add(struct image_seen *s, const uint8_t name[HASH_SIZE])
 }
 
 /* A read of len bytes of ch was served to a reader of image slot `image`. */
-static void count_served(struct cache *c, const struct cache_chunk *ch, uint32_t len, int image,
+void cache_count_served(struct cache *c, const struct cache_chunk *ch, uint32_t len, int image,
                          bool hit)
 {
 	stat_add(hit ? &c->st->hits : &c->st->misses, 1);
@@ -432,7 +79,7 @@ static void count_served(struct cache *c, const struct cache_chunk *ch, uint32_t
 
 /* alone: no other fetch was in flight when it started, so that its latency
  * is the store's own and not time spent queued behind our other fetches. */
-static void count_latency(struct cache *c, uint64_t ns, bool alone)
+void cache_count_latency(struct cache *c, uint64_t ns, bool alone)
 {
 	uint64_t us = ns / 1000;
 	unsigned i = 0;
@@ -449,7 +96,6 @@ static void count_latency(struct cache *c, uint64_t ns, bool alone)
 		c->nlat++;
 }
 
-/* Two lone fetches at least, so that one slow first connection proves nothing. */
 unsigned cache_flights(const struct cache *c)
 {
 	return c->flights_live;
@@ -460,6 +106,7 @@ uint64_t cache_unkept(const struct cache *c)
 	return c->unkept;
 }
 
+/* Two lone fetches at least, so that one slow first connection proves nothing. */
 bool cache_store_slow(const struct cache *c)
 {
 	uint32_t least = UINT32_MAX;
@@ -469,736 +116,6 @@ bool cache_store_slow(const struct cache *c)
 	for (unsigned i = 0; i < c->nlat; i++)
 		least = MIN(least, c->lat_us[i]);
 	return least >= c->near_us;
-}
-
-/* ---- completing readers ---------------------------------------------------- */
-
-struct later {
-	cache_cb cb;
-	void *ud;
-	int res;
-};
-
-static void later_run(void *ud)
-{
-	struct later *l = ud;
-
-	l->cb(l->ud, l->res);
-	free(l);
-}
-
-/* Run cb(ud, res) at the loop's next turn.  Fails only without memory. */
-static int complete_later(struct cache *c, cache_cb cb, void *ud, int res)
-{
-	struct later *l = malloc(sizeof(*l));
-	int r;
-
-	if (!l)
-		return -ENOMEM;
-	*l = (struct later){ cb, ud, res };
-	r = loop_defer(c->loop, later_run, l);
-	if (r < 0)
-		free(l);
-	return r;
-}
-
-/* Serve w from verified bytes (data = the whole chunk) and run its callback. */
-static void waiter_serve(struct cache *c, struct waiter *w, const struct cache_chunk *ch,
-                         const uint8_t *data, bool hit)
-{
-	if (!w->dst) {
-		w->cb(w->ud, 0);
-		return;
-	}
-	memcpy(w->dst, data + w->off, w->len);
-	count_served(c, ch, w->len, w->image, hit);
-	w->cb(w->ud, (int)w->len);
-}
-
-static void waiter_fail(struct cache *c, struct waiter *w, int res)
-{
-	stat_add(&c->st->errors, 1);
-	w->cb(w->ud, res);
-}
-
-/* ---- flights --------------------------------------------------------------- */
-
-static struct flight **flight_slot(struct cache *c, const uint8_t name[HASH_SIZE])
-{
-	struct flight **pp = &c->flights[name_key(name) % CACHE_FLIGHT_BUCKETS];
-
-	while (*pp && memcmp((*pp)->ch.name, name, HASH_SIZE))
-		pp = &(*pp)->hnext;
-	return pp;
-}
-
-static void flight_free(struct flight *f)
-{
-	struct cache *c = f->c;
-	struct flight **pp = flight_slot(c, f->ch.name);
-
-	if (*pp == f)
-		*pp = f->hnext;
-	if (f->fd >= 0)
-		close(f->fd);
-	buf_free(&f->raw);
-	free(f->data);
-	free(f);
-	c->flights_live--;
-}
-
-/* Fail every waiter with res and end the flight. */
-static void flight_fail(struct flight *f, int res)
-{
-	struct waiter *w = f->w_head;
-
-	f->w_head = f->w_tail = NULL;
-	while (w) {
-		struct waiter *next = w->next;
-
-		waiter_fail(f->c, w, res);
-		free(w);
-		w = next;
-	}
-	flight_free(f);
-}
-
-/* The bytes are verified: serve every waiter; later joiners are served at
- * once from data until the flight ends. */
-static void flight_serve(struct flight *f)
-{
-	struct waiter *w = f->w_head;
-
-	f->ready = true;
-	f->w_head = f->w_tail = NULL;
-	while (w) {
-		struct waiter *next = w->next;
-
-		waiter_serve(f->c, w, &f->ch, f->data, !f->fetched);
-		free(w);
-		w = next;
-	}
-}
-
-static void flight_fail_later_run(void *ud)
-{
-	struct flight *f = ud;
-
-	flight_fail(f, f->fail);
-}
-
-/* Fail the flight at the loop's next turn: the failure may be found inside
- * cache_read(), whose callbacks must not run from inside it.  Without memory
- * even for that, fail now. */
-static void flight_fail_later(struct flight *f, int res)
-{
-	f->fail = res;
-	if (loop_defer(f->c->loop, flight_fail_later_run, f) < 0)
-		flight_fail(f, res);
-}
-
-static void fetch_start(struct flight *f);
-static void fetch_next(struct cache *c);
-static void stage_end(struct flight *f);
-static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
-                      struct waiter *w, enum load_from from);
-
-static void flight_to_fetch(struct flight *f)
-{
-	struct cache *c = f->c;
-
-	f->kind = FLIGHT_FETCH;
-	f->done = 0;
-	if (c->fetching < c->max_fetches) {
-		fetch_start(f);
-		return;
-	}
-	f->qnext = NULL;
-	if (c->fq_tail)
-		c->fq_tail->qnext = f;
-	else
-		c->fq_head = f;
-	c->fq_tail = f;
-}
-
-/* -- verifying a file found on disk -- */
-
-static void verify_failed(struct flight *f)
-{
-	struct cache *c = f->c;
-	struct centry *e = entry_find(c, f->ch.name);
-
-	stat_add(&c->st->verify_failures, 1);
-	log_msg(LOG_WARN, "cache: chunk file %s is corrupt; fetching it again", f->rel);
-	if (f->fd >= 0) {
-		close(f->fd);
-		f->fd = -1;
-	}
-	if (e)
-		entry_unlink(c, e, false);
-	flight_to_fetch(f);
-}
-
-static void verify_read_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-	uint8_t got[HASH_SIZE];
-	struct centry *e;
-	int r;
-
-	if (res < 0) {
-		verify_failed(f);
-		return;
-	}
-	f->done += (size_t)res;
-	if (res > 0 && f->done < f->ch.size) {
-		r = loop_read(c->loop, f->fd, f->data + f->done, f->ch.size - f->done, f->done,
-		              verify_read_cb, f);
-		if (r < 0)
-			flight_fail(f, r);
-		return;
-	}
-	hash128(f->data, f->done, got);
-	if (f->done != f->ch.size || memcmp(got, f->ch.name, HASH_SIZE)) {
-		verify_failed(f);
-		return;
-	}
-	e = entry_find(c, f->ch.name);
-	if (e)
-		e->verified = true;
-	flight_serve(f);
-	flight_free(f);
-}
-
-static void verify_open_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-	struct stat st;
-	int r;
-
-	if (res < 0) {
-		/* evicted by another daemon since the scan: fetch it */
-		struct centry *e = entry_find(c, f->ch.name);
-
-		if (e)
-			entry_remove(c, e);
-		flight_to_fetch(f);
-		return;
-	}
-	f->fd = res;
-	if (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size != f->ch.size) {
-		verify_failed(f);
-		return;
-	}
-	r = loop_read(c->loop, f->fd, f->data, f->ch.size, 0, verify_read_cb, f);
-	if (r < 0)
-		flight_fail(f, r);
-}
-
-/* Open f's chunk file or staged object (rel, under chunks/) through the ring,
- * then cb: with cold directory and inode caches (a new daemon after a reboot
- * or a dropped cache) an open waits for the disk, and the opens of a
- * sequential reader's chunks then overlap instead of stalling the loop one
- * after the other. */
-static void open_start(struct flight *f, const char *rel, loop_cb cb)
-{
-	int r;
-
-	r = loop_openat(f->c->loop, f->c->chunks_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0, cb,
-	                f);
-	if (r < 0)
-		flight_fail_later(f, r);
-}
-
-/* -- writing a fetched chunk to its file -- */
-
-static void write_end(struct flight *f)
-{
-	struct cache *c = f->c;
-
-	flight_free(f);
-	evict(c, 0);
-}
-
-/* The disk is full (or failing): keep the chunk in memory instead. */
-static void write_failed(struct flight *f, int err)
-{
-	struct cache *c = f->c;
-
-	c->unkept++;
-	if (f->keep_raw) {
-		/* nothing was served: the stored bytes just are not kept */
-		if (err != -ENOSPC && err != -EDQUOT)
-			log_errno(err, "cache: writing staged chunk %s", f->zrel);
-		if (f->fd >= 0) {
-			close(f->fd);
-			f->fd = -1;
-		}
-		evict(c, f->wlen);
-		stage_end(f);
-		return;
-	}
-	if (err != -ENOSPC && err != -EDQUOT)
-		log_errno(err, "cache: writing chunk file %s", f->rel);
-	else
-		stat_add(&c->st->memory_served, 1);  /* its readers were served from memory */
-	if (f->fd >= 0) {
-		close(f->fd);
-		f->fd = -1;
-	}
-	mem_insert(c, f->ch.name, f->ch.size, &f->data);
-	/* make room so that the next write has a chance */
-	evict(c, f->ch.size);
-	write_end(f);
-}
-
-/* A staged object was linked (res 0) or found there (EEXIST). */
-static void stage_linked(struct flight *f, int res)
-{
-	struct cache *c = f->c;
-	struct centry *e = entry_find(c, f->ch.name);
-
-	if (res == 0) {
-		stat_add(&c->st->used, f->wlen);
-		stat_add(&c->st->staged, 1);
-		stat_add(&c->st->staged_bytes, f->wlen);
-	}
-	if (!e)
-		e = entry_add(c, f->ch.name, f->ch.size);
-	if (e && e->on_disk && res == 0 && unlinkat(c->chunks_fd, f->zrel, 0) == 0) {
-		/* the chunk file appeared meanwhile: one file per name */
-		stat_sub(&c->st->used, f->wlen);
-		stat_sub(&c->st->staged, 1);
-		stat_sub(&c->st->staged_bytes, f->wlen);
-	} else if (e && !entry_held(e)) {
-		e->staged = true;
-		e->zsize = (uint32_t)f->wlen;
-		e->last_bump = now_ns();
-		LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
-	}
-	stage_end(f);
-}
-
-static void link_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-	struct centry *e;
-
-	if (res < 0 && res != -EEXIST) {
-		write_failed(f, res);
-		return;
-	}
-	if (f->keep_raw) {
-		stage_linked(f, res);
-		return;
-	}
-	e = entry_find(c, f->ch.name);
-	if (e && e->on_disk) {
-		/* known already (another daemon's file, seen meanwhile) */
-	} else {
-		if (!e)
-			e = entry_add(c, f->ch.name, f->ch.size);
-		if (e) {
-			if (e->staged)
-				LIST_UNLINK(&c->lru, e, lprev, lnext);
-			e->on_disk = true;
-			e->size = f->ch.size;
-			/* another daemon's file (EEXIST) is hashed at first use */
-			e->verified = res == 0;
-			e->last_bump = now_ns();
-			LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
-			entry_drop_mem(c, e);
-		}
-	}
-	if (res == 0)
-		stat_add(&c->st->used, f->ch.size);
-	write_end(f);
-}
-
-static void write_cb(void *ud, int res);
-
-/* Write what is left, then link the whole file under its name. */
-static void write_more(struct flight *f)
-{
-	struct cache *c = f->c;
-	int r;
-
-	if (f->done < f->wlen) {
-		r = loop_write(c->loop, f->fd, f->wbuf + f->done, f->wlen - f->done, f->done,
-		               write_cb, f);
-		if (r < 0)
-			write_failed(f, r);
-		return;
-	}
-	/* whole: give it its name (the fd stays open until then: linking an
-	 * unnamed file goes through its /proc link) */
-	snprintf(f->proc, sizeof(f->proc), "/proc/%d/fd/%d", (int)c->pid, f->fd);
-	r = loop_linkat(c->loop, AT_FDCWD, f->proc, c->chunks_fd, f->keep_raw ? f->zrel : f->rel,
-	                AT_SYMLINK_FOLLOW, link_cb, f);
-	if (r < 0)
-		write_failed(f, r);
-}
-
-static void write_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-
-	if (res <= 0) {
-		write_failed(f, res < 0 ? res : -EIO);
-		return;
-	}
-	f->done += (size_t)res;
-	write_more(f);
-}
-
-static void tmpfile_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-
-	if (res < 0) {
-		write_failed(f, res);
-		return;
-	}
-	f->fd = res;
-	f->done = 0;
-	write_more(f);
-}
-
-/* Write f->data (the chunk) as its chunk file, or, keep_raw, f->raw (the
- * stored bytes) as its staged object. */
-static void write_start(struct flight *f)
-{
-	char dir[3];
-	int r;
-
-	f->wbuf = f->keep_raw ? f->raw.data : f->data;
-	f->wlen = f->keep_raw ? f->raw.len : f->ch.size;
-	memcpy(dir, f->rel, 2);
-	dir[2] = 0;
-	memcpy(f->proc, dir, 3);  /* the openat path must outlive the call */
-	r = loop_openat(f->c->loop, f->c->chunks_fd, f->proc, O_WRONLY | O_TMPFILE | O_CLOEXEC,
-	                0644, tmpfile_cb, f);
-	if (r < 0)
-		write_failed(f, r);
-}
-
-/* -- fetching from the store -- */
-
-static int check_verdict(struct flight *f, int r)
-{
-	struct cache *c = f->c;
-
-	if (r < 0) {
-		stat_add(&c->st->verify_failures, 1);
-		/* a pack's failure is logged where the chunk object is fetched instead */
-		if (!f->ch.in_pack)
-			log_msg(LOG_ERR, "cache: chunk %s from %s fails verification", f->hex,
-			        store_url(f->store));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-static void decode_done(struct decode_job *j)
-{
-	struct flight *f = (struct flight *)((char *)j - offsetof(struct flight, job));
-	struct buf raw = f->raw;
-
-	f->raw = (struct buf)BUF_INIT;
-	/* may end the flight (fetch_cb), or ask the next mirror (fetch_check) */
-	store_check_done(f->later, check_verdict(f, j->res), &raw);
-	buf_free(&raw);
-}
-
-static bool flight_has_reader(const struct flight *f)
-{
-	for (const struct waiter *w = f->w_head; w; w = w->next)
-		if (w->dst)
-			return true;
-	return false;
-}
-
-/* Decode and verify what the store returned, into f->data: bytes that fail
- * are refused here, so that a store with mirrors asks the next one.  With
- * decoder threads, the work goes to them and the verdict comes later. */
-
-static int fetch_check(void *ud, struct buf *data, struct store_check *later)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-
-	/* staging, with nobody waiting for the bytes: kept as they are, checked
-	 * only for the decoded size their frame records (a truncated or wrong
-	 * object makes a mirror fall over now; the hash is checked at first use) */
-	f->keep_raw = f->stage && !flight_has_reader(f);
-	if (f->keep_raw)
-		return check_verdict(f, ZSTD_getFrameContentSize(data->data, data->len) ==
-		                                f->ch.size ? 0 : -EBADMSG);
-	/* a failed verification leaves its buffer: same size, reuse it */
-	if (!f->data)
-		f->data = malloc(f->ch.size ? f->ch.size : 1);
-	if (!f->data)
-		return -ENOMEM;
-	if (c->dec) {
-		f->raw = *data;
-		*data = (struct buf)BUF_INIT;
-		f->later = later;
-		f->job = (struct decode_job){ .name = f->ch.name, .flags = f->ch.flags,
-		                              .size = f->ch.size, .in = f->raw.data,
-		                              .inlen = f->raw.len, .out = f->data,
-		                              .urgent = flight_has_reader(f),
-		                              .done = decode_done };
-		decoder_submit(c->dec, &f->job);
-		return STORE_CHECK_LATER;
-	}
-	return check_verdict(f, chunk_decode(c->dctx, f->ch.name, f->ch.flags, f->ch.size,
-	                                     data->data, data->len, f->data));
-}
-
-static void fetch_cb(void *ud, int64_t res, struct buf *data)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-
-	c->fetching--;
-	stat_sub(&c->st->inflight, 1);
-	count_latency(c, now_ns() - f->t0, f->alone);
-	fetch_next(c);
-	if (res < 0 && f->ch.in_pack) {
-		/* the pack is a copy: the chunk object may still be good */
-		char pack[HASH_HEX_SIZE];
-
-		hex_encode(f->ch.pack, HASH_SIZE, pack);
-		/* a bad pack fails for many chunks: the first few say so */
-		if (c->pack_fallbacks++ < CACHE_PACK_LOGGED)
-			log_msg(LOG_WARN, "cache: chunk %s from packs/%s in %s: %s; fetching "
-			        "chunks/%s%s", f->hex, pack, store_url(f->store),
-			        res == -EBADMSG ? "fails verification" : strerror((int)-res), f->hex,
-			        c->pack_fallbacks == CACHE_PACK_LOGGED ? " (further ones not logged)" : "");
-		f->ch.in_pack = false;
-		flight_to_fetch(f);
-		return;
-	}
-	if (res < 0) {
-		if (res != -EBADMSG)
-			log_errno((int)res, "cache: fetching chunk %s from %s", f->hex,
-			          store_url(f->store));
-		flight_fail(f, res == -ENOMEM ? -ENOMEM : -EIO);
-		return;
-	}
-	stat_add(&c->st->fetched_bytes, data->len);
-	stat_add(&c->st->fetched_raw_bytes, f->ch.size);
-	f->fetched = true;
-	if (f->keep_raw) {
-		f->raw = *data;
-		*data = (struct buf)BUF_INIT;
-		write_start(f);
-		return;
-	}
-	flight_serve(f);
-	write_start(f);
-}
-
-/* A staging flight ends (its object written or not): its prefetchers are
- * answered; readers that joined after the check (the bytes were not decoded
- * for them) load the chunk anew, from the staged object when it is there. */
-static void stage_end(struct flight *f)
-{
-	struct cache *c = f->c;
-	struct waiter *w = f->w_head;
-	struct cache_chunk ch = f->ch;
-	struct store *s = f->store;
-
-	f->w_head = f->w_tail = NULL;
-	flight_free(f);
-	while (w) {
-		struct waiter *next = w->next;
-		struct centry *e = entry_find(c, ch.name);
-		int r = 0;
-
-		if (!w->dst) {
-			w->cb(w->ud, 0);
-			free(w);
-		} else if ((r = start_load(c, s, &ch, w,
-		                           e && e->staged ? LOAD_STAGED : LOAD_STORE)) < 0) {
-			waiter_fail(c, w, r);
-			free(w);
-		}
-		w = next;
-	}
-	evict(c, 0);
-}
-
-/* -- decoding a staged object -- */
-
-/* Unlink e's staged object (e may be NULL), and forget e unless someone holds
- * it or its bytes are in memory. */
-static void staged_drop(struct cache *c, struct centry *e)
-{
-	if (!e)
-		return;
-	staged_unlink(c, e);
-	if (!entry_held(e) && !e->mem)
-		entry_remove(c, e);
-}
-
-static void staged_failed(struct flight *f, const char *why)
-{
-	struct cache *c = f->c;
-	struct centry *e = entry_find(c, f->ch.name);
-
-	stat_add(&c->st->verify_failures, 1);
-	log_msg(LOG_WARN, "cache: staged chunk %s %s; fetching it again", f->zrel, why);
-	if (f->fd >= 0) {
-		close(f->fd);
-		f->fd = -1;
-	}
-	buf_free(&f->raw);
-	staged_drop(c, e);
-	flight_to_fetch(f);
-}
-
-/* The staged object decoded to the chunk's bytes: serve, then turn it into
- * the chunk file (dropping the object first: one file per name). */
-static void staged_good(struct flight *f)
-{
-	struct cache *c = f->c;
-	struct centry *e = entry_find(c, f->ch.name);
-
-	buf_free(&f->raw);
-	stat_add(&c->st->staged_used, 1);
-	flight_serve(f);
-	staged_drop(c, e);
-	write_start(f);
-}
-
-static void staged_decode_done(struct decode_job *j)
-{
-	struct flight *f = (struct flight *)((char *)j - offsetof(struct flight, job));
-
-	if (j->res < 0)
-		staged_failed(f, "fails verification");
-	else
-		staged_good(f);
-}
-
-static void staged_read_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-	int r;
-
-	if (res < 0) {
-		staged_failed(f, "cannot be read");
-		return;
-	}
-	f->raw.len += (size_t)res;
-	if (res > 0 && f->raw.len < f->zlen) {
-		r = loop_read(c->loop, f->fd, f->raw.data + f->raw.len, f->zlen - f->raw.len,
-		              f->raw.len, staged_read_cb, f);
-		if (r < 0)
-			flight_fail(f, r);
-		return;
-	}
-	close(f->fd);
-	f->fd = -1;
-	f->job = (struct decode_job){ .name = f->ch.name, .flags = CHUNK_ZSTD, .size = f->ch.size,
-	                              .in = f->raw.data, .inlen = f->raw.len, .out = f->data,
-	                              .urgent = flight_has_reader(f),
-	                              .done = staged_decode_done };
-	if (c->dec) {
-		decoder_submit(c->dec, &f->job);
-		return;
-	}
-	f->job.res = chunk_decode(c->dctx, f->ch.name, CHUNK_ZSTD, f->ch.size, f->raw.data,
-	                          f->raw.len, f->data);
-	staged_decode_done(&f->job);
-}
-
-static void staged_open_cb(void *ud, int res)
-{
-	struct flight *f = ud;
-	struct cache *c = f->c;
-	struct stat st;
-	int r;
-
-	if (res < 0) {
-		/* evicted or trimmed by another process since: fetch it */
-		struct centry *e = entry_find(c, f->ch.name);
-
-		if (e && e->staged) {
-			e->staged = false;
-			if (!e->on_disk)
-				LIST_UNLINK(&c->lru, e, lprev, lnext);
-			if (!entry_held(e) && !e->mem)
-				entry_remove(c, e);
-		}
-		flight_to_fetch(f);
-		return;
-	}
-	f->fd = res;
-	/* a zstd frame is never larger than its bound: anything more is not one */
-	if (fstat(f->fd, &st) < 0 || st.st_size == 0 ||
-	    (uint64_t)st.st_size > ZSTD_compressBound(f->ch.size)) {
-		staged_failed(f, "has a wrong size");
-		return;
-	}
-	f->zlen = (size_t)st.st_size;
-	r = buf_reserve(&f->raw, f->zlen);
-	if (r < 0) {
-		flight_fail(f, r);
-		return;
-	}
-	r = loop_read(c->loop, f->fd, f->raw.data, f->zlen, 0, staged_read_cb, f);
-	if (r < 0)
-		flight_fail(f, r);
-}
-
-static void fetch_start(struct flight *f)
-{
-	struct cache *c = f->c;
-	char key[64];
-	uint64_t off = 0, len = 0;
-	int r;
-
-	if (f->ch.in_pack) {
-		char pack[HASH_HEX_SIZE];
-
-		hex_encode(f->ch.pack, HASH_SIZE, pack);
-		snprintf(key, sizeof(key), "packs/%s", pack);
-		off = f->ch.pack_off;
-		len = f->ch.stored_size;
-	} else {
-		snprintf(key, sizeof(key), "chunks/%s", f->hex);
-	}
-	f->alone = c->fetching == 0;
-	c->fetching++;
-	stat_add(&c->st->inflight, 1);
-	f->t0 = now_ns();
-	/* the store counts into the shared stats file (a pointer assignment) */
-	store_set_counters(f->store, &c->st->store);
-	r = store_get_checked(f->store, key, off, len, fetch_check, fetch_cb, f);
-	if (r < 0) {
-		c->fetching--;
-		stat_sub(&c->st->inflight, 1);
-		log_errno(r, "cache: starting fetch of chunk %s", f->hex);
-		flight_fail_later(f, -EIO);
-	}
-}
-
-static void fetch_next(struct cache *c)
-{
-	while (c->fq_head && c->fetching < c->max_fetches) {
-		struct flight *f = c->fq_head;
-
-		c->fq_head = f->qnext;
-		if (!c->fq_head)
-			c->fq_tail = NULL;
-		fetch_start(f);
-	}
 }
 
 /* ---- the read path ------------------------------------------------------- */
@@ -1221,11 +138,11 @@ static void hit_read_cb(void *ud, int res)
 	e->readers--;
 	zombie = e->zombie;
 	if (zombie && !e->readers) {
-		entry_close_fd(c, e);
+		cache_entry_close_fd(c, e);
 		free(e);
 	}
 	if (res == (int)h->w.len) {
-		count_served(c, &h->ch, h->w.len, h->w.image, true);
+		cache_count_served(c, &h->ch, h->w.len, h->w.image, true);
 		h->w.cb(h->w.ud, res);
 		free(h);
 		return;
@@ -1234,7 +151,7 @@ static void hit_read_cb(void *ud, int res)
 	 * drop it and load the chunk again */
 	if (!zombie) {
 		stat_add(&c->st->verify_failures, 1);
-		entry_unlink(c, e, false);
+		cache_entry_unlink(c, e, false);
 	}
 	{
 		struct waiter *w = malloc(sizeof(*w));
@@ -1243,12 +160,12 @@ static void hit_read_cb(void *ud, int res)
 		if (w) {
 			*w = h->w;
 			w->next = NULL;
-			r = start_load(c, h->s, &h->ch, w, LOAD_STORE);
+			r = cache_start_load(c, h->s, &h->ch, w, LOAD_STORE);
 			if (r < 0)
 				free(w);
 		}
 		if (r < 0)
-			waiter_fail(c, &h->w, r);
+			cache_waiter_fail(c, &h->w, r);
 	}
 	free(h);
 }
@@ -1263,7 +180,7 @@ static int entry_open_fd(struct cache *c, struct centry *e)
 		LIST_PUSH_HEAD(&c->flru, e, fprev, fnext);
 		return 0;
 	}
-	chunk_rel(e->name, rel);
+	cache_chunk_rel(e->name, rel);
 	e->fd = openat(c->chunks_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (e->fd < 0)
 		return -errno;
@@ -1273,7 +190,7 @@ static int entry_open_fd(struct cache *c, struct centry *e)
 		struct centry *prev = old->fprev;
 
 		if (!old->readers)
-			entry_close_fd(c, old);
+			cache_entry_close_fd(c, old);
 		old = prev;
 	}
 	return 0;
@@ -1291,9 +208,9 @@ static void entry_touch(struct cache *c, struct centry *e)
 		char rel[CACHE_REL_LEN];
 
 		if (e->on_disk)
-			chunk_rel(e->name, rel);
+			cache_chunk_rel(e->name, rel);
 		else
-			staged_rel(e->name, rel);
+			cache_staged_rel(e->name, rel);
 		e->last_bump = now;
 		utimensat(c->chunks_fd, rel, NULL, 0);
 	}
@@ -1322,70 +239,6 @@ static int hit_start(struct cache *c, struct store *s, const struct cache_chunk 
 	return 0;
 }
 
-/* Start loading ch for w (ownership of w passes on success): verify the
- * chunk file (LOAD_FILE), decode the staged object (LOAD_STAGED), fetch
- * (LOAD_STORE), or fetch to stage (LOAD_STAGE); join the flight when one
- * exists.  Returns 1 when this started a fetch from the store, else 0 or
- * -errno. */
-static int start_load(struct cache *c, struct store *s, const struct cache_chunk *ch,
-                      struct waiter *w, enum load_from from)
-{
-	struct flight **pp = flight_slot(c, ch->name), *f = *pp;
-
-	if (f) {
-		if (f->ready) {
-			/* bytes in hand while the file is written: serve now,
-			 * answer at the next turn */
-			int r;
-
-			if (w->dst) {
-				memcpy(w->dst, f->data + w->off, w->len);
-				count_served(c, ch, w->len, w->image, !f->fetched);
-			}
-			r = complete_later(c, w->cb, w->ud, w->dst ? (int)w->len : 0);
-			if (r == 0)
-				free(w);
-			return r;
-		}
-		w->next = NULL;
-		f->w_tail->next = w;
-		f->w_tail = w;
-		return 0;
-	}
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	c->flights_live++;
-	f->c = c;
-	f->ch = *ch;
-	f->store = s;
-	f->fd = -1;
-	f->w_head = f->w_tail = w;
-	w->next = NULL;
-	hex_encode(ch->name, HASH_SIZE, f->hex);
-	chunk_rel(ch->name, f->rel);
-	staged_rel(ch->name, f->zrel);
-	*pp = f;
-	if (from == LOAD_FILE || from == LOAD_STAGED) {
-		f->kind = from == LOAD_FILE ? FLIGHT_VERIFY : FLIGHT_STAGED;
-		f->data = malloc(ch->size ? ch->size : 1);
-		if (!f->data) {
-			*pp = NULL;
-			free(f);
-			c->flights_live--;
-			return -ENOMEM;
-		}
-		if (from == LOAD_FILE)
-			open_start(f, f->rel, verify_open_cb);
-		else
-			open_start(f, f->zrel, staged_open_cb);
-		return 0;
-	}
-	f->stage = from == LOAD_STAGE;
-	flight_to_fetch(f);
-	return 1;
-}
-
 static void near_done(void *ud, int res)
 {
 	/* a neighbour is a guess: a failure shows when it is really read */
@@ -1402,42 +255,42 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 
 	if (!cb || (dst && ((uint64_t)off + len > ch->size)))
 		return -EINVAL;
-	e = entry_find(c, ch->name);
+	e = cache_entry_find(c, ch->name);
 	/* (a staged object's decoded size is known once it is decoded) */
 	if (e && (e->on_disk || e->mem) && e->size != ch->size) {
 		/* a file of the wrong size can hold no good bytes */
 		stat_add(&c->st->verify_failures, 1);
-		entry_unlink(c, e, false);
+		cache_entry_unlink(c, e, false);
 		e = NULL;
 	}
 	if (e && e->mem) {
 		if (dst) {
 			memcpy(dst, e->mem + off, len);
-			count_served(c, ch, len, image, true);
+			cache_count_served(c, ch, len, image, true);
 			stat_add(&c->st->memory_served, 1);
 		}
 		LIST_UNLINK(&c->mlru, e, mprev, mnext);
 		LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
-		return complete_later(c, cb, ud, dst ? (int)len : 0);
+		return cache_complete_later(c, cb, ud, dst ? (int)len : 0);
 	}
 	/* a prefetch of a staged chunk: nothing to do (a read-ahead decodes it) */
 	if (e && !e->on_disk && e->staged && !dst && !warm) {
 		entry_touch(c, e);
-		return complete_later(c, cb, ud, 0);
+		return cache_complete_later(c, cb, ud, 0);
 	}
 	/* a read-ahead of an unverified chunk file verifies it (below) */
 	if (e && e->on_disk && (e->verified || (!dst && !warm))) {
 		if (!dst) {
 			/* a prefetch of a chunk on disk: nothing to do */
 			entry_touch(c, e);
-			return complete_later(c, cb, ud, 0);
+			return cache_complete_later(c, cb, ud, 0);
 		}
-		if (!*flight_slot(c, ch->name)) {
+		if (!*cache_flight_slot(c, ch->name)) {
 			r = hit_start(c, s, ch, e, &tmp);
 			if (r == 0)
 				return 0;
 			/* gone (another daemon evicted it): load it again */
-			entry_remove(c, e);
+			cache_entry_remove(c, e);
 			e = NULL;
 		}
 	}
@@ -1445,7 +298,7 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 	if (!w)
 		return -ENOMEM;
 	*w = tmp;
-	r = start_load(c, s, ch, w,
+	r = cache_start_load(c, s, ch, w,
 	               e && e->on_disk ? LOAD_FILE : e && e->staged ? LOAD_STAGED : LOAD_STORE);
 	if (r < 0) {
 		free(w);
@@ -1457,7 +310,7 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 		for (unsigned i = 0; i < nnear; i++) {
 			int rn;
 
-			if (*flight_slot(c, near[i].name))
+			if (*cache_flight_slot(c, near[i].name))
 				continue;
 			rn = cache_request(c, s, &near[i], 0, 0, NULL, image, false, NULL, 0, near_done,
 			                   NULL);
@@ -1526,16 +379,16 @@ int cache_stage(struct cache *c, struct store *s, const struct cache_chunk *ch, 
 		return -EINVAL;
 	if (!(ch->flags & CHUNK_ZSTD))
 		return cache_prefetch(c, s, ch, -1, cb, ud);
-	e = entry_find(c, ch->name);
+	e = cache_entry_find(c, ch->name);
 	if (e && entry_held(e)) {
 		entry_touch(c, e);
-		return complete_later(c, cb, ud, 0);
+		return cache_complete_later(c, cb, ud, 0);
 	}
 	w = malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	*w = (struct waiter){ NULL, NULL, 0, 0, -1, cb, ud };
-	r = start_load(c, s, ch, w, LOAD_STAGE);
+	r = cache_start_load(c, s, ch, w, LOAD_STAGE);
 	if (r < 0)
 		free(w);
 	return as_status(r);
@@ -1549,14 +402,9 @@ int cache_readahead(struct cache *c, struct store *s, const struct cache_chunk *
 
 /* ---- whole-file objects (files.c) ------------------------------------------ */
 
-void cache_evict_over(struct cache *c)
-{
-	evict(c, 0);
-}
-
 static bool chunk_on_disk(void *ud, const struct cache_chunk *ch)
 {
-	struct centry *e = entry_find(ud, ch->name);
+	struct centry *e = cache_entry_find(ud, ch->name);
 
 	return e && e->on_disk;
 }
@@ -1636,7 +484,7 @@ static int cache_load(struct cache *c, bool alone)
 	cache_files_sort(&s);
 	for (size_t i = 0; i < s.n; i++) {
 		const struct cache_file *cf = &s.v[i];
-		struct centry *e = entry_find(c, cf->name);
+		struct centry *e = cache_entry_find(c, cf->name);
 
 		if (e) {
 			/* a chunk file and a staged object: a conversion cut short;
@@ -1645,7 +493,7 @@ static int cache_load(struct cache *c, bool alone)
 			char zrel[CACHE_REL_LEN];
 
 			if (!drop) {
-				staged_rel(cf->name, zrel);
+				cache_staged_rel(cf->name, zrel);
 				drop = zrel;
 				LIST_UNLINK(&c->lru, e, lprev, lnext);
 				e->staged = false;
@@ -1662,7 +510,7 @@ static int cache_load(struct cache *c, bool alone)
 			}
 			continue;
 		}
-		e = entry_add(c, cf->name, cf->staged ? 0 : (uint32_t)cf->size);
+		e = cache_entry_add(c, cf->name, cf->staged ? 0 : (uint32_t)cf->size);
 		if (!e) {
 			free(s.v);
 			return -ENOMEM;
@@ -1780,7 +628,7 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 		return r;
 	}
 	__atomic_store_n(&c->st->limit, c->limit, __ATOMIC_RELAXED);
-	evict(c, 0);
+	cache_evict(c, 0);
 	*ret = c;
 	return 0;
 }

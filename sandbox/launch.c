@@ -213,7 +213,10 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 		log_errno(-errno, "cgroup namespace");
 		_exit(SETUP_FAILED);
 	}
-	if (setup_root(sb, c->name, &fds[0], fds + 1, c->pooled_net) < 0)
+	/* through the host's /proc while it is there (the sandbox's own has
+	 * /proc/sys read-only) */
+	if (setup_ns_limits(sb) < 0 ||
+	    setup_root(sb, c->name, &fds[0], fds + 1, c->pooled_net) < 0)
 		_exit(SETUP_FAILED);
 	set_rlimit(RLIMIT_NOFILE, sb->nofile, "nofile");
 	set_rlimit(RLIMIT_CORE, 0, "core");

@@ -71,6 +71,10 @@ struct sandbox {
 	uint32_t uid_base;      /* host uid that inside id 0 maps to, unless ids_auto */
 	uint32_t gid_base;      /* host gid that inside gid 0 maps to, unless ids_auto */
 	uint32_t ptys;          /* the sandbox's devpts instance holds at most this many */
+	uint32_t namespaces;    /* each kind the sandbox may make (/proc/sys/user/max_*_namespaces) */
+	uint32_t inotify_instances;  /* per uid inside, in its user namespace */
+	uint32_t inotify_watches;
+	uint32_t ipc_objects;   /* each of msgmni, shmmni, semmni, mqueue queues_max */
 	uint64_t tmpfs_size;     /* also bounds /dev/shm, a directory on the same tmpfs */
 	uint64_t memory;        /* bytes; 0 = no limit */
 	uint64_t pids;          /* 0 = no limit */
@@ -314,6 +318,10 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
                bool pooled_net);
 /* Bring up the loopback of the calling thread's network namespace; -errno. */
 int loopback_up(void);
+/* In the sandbox's init, in its namespaces, while it is root there with every
+ * capability: the per-namespace limits of the policy (namespaces, inotify,
+ * fanotify, IPC objects).  Returns 0 or -errno, logged. */
+int setup_ns_limits(const struct sandbox *sb);
 /* In the sandbox's init, once setup_root has made the mask source: cover
  * path (relative to dirfd; a final symlink is not followed) with an empty,
  * read-only, mode-000 directory or file, whichever it is, so that not even its

@@ -217,6 +217,24 @@ static int connect_to(const char *path)
 	return fd;
 }
 
+/* A worker that ends (killed, or leaving for an upgrade) may close our
+ * connection before it reads the request: EPIPE then, never SIGPIPE, which
+ * would end the command instead of letting it ask the next worker. */
+static int send_full(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 static int call_once(const char *socket, const char *request, struct buf *b)
 {
 	_cleanup_close_ int fd = connect_to(socket);
@@ -224,9 +242,9 @@ static int call_once(const char *socket, const char *request, struct buf *b)
 
 	if (fd < 0)
 		return fd;
-	r = write_full(fd, request, strlen(request));
+	r = send_full(fd, request, strlen(request));
 	if (r == 0)
-		r = write_full(fd, "\n", 1);
+		r = send_full(fd, "\n", 1);
 	if (r < 0)
 		return r == -EPIPE ? -ECONNRESET : r;
 	(void)shutdown(fd, SHUT_WR);

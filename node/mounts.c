@@ -5,6 +5,7 @@
  * here and in the holder).  A mount is identified by (store, index).
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <limits.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -43,10 +44,38 @@ static void pid_file_write(const struct mount *m)
 		(void)write_file_atomic(path, line, strlen(line), 0644);
 }
 
+/* Keeping a fetched index, or a `dir:` store's file, in the cache copies and
+ * fsyncs the whole of it: about 0.3 s for the ~100 MB index of a million
+ * files (docs/perf-log.md, "bench/read on a slower VM").  On the loop it
+ * would hold back this mount's reply and every other mount's requests, so a
+ * thread of the mount's own does it once the mount serves.  Until it is done
+ * a worker that adopts the mount loads the index from the store again.
+ * index_map_keep() swaps the mapping for the kept copy in place (MAP_FIXED,
+ * the same bytes), under readers on the loop. */
+static void *keeper_main(void *arg)
+{
+	struct mount *m = arg;
+
+	(void)index_map_keep(&m->im);     /* logs its errors; the mount serves on */
+	return NULL;
+}
+
+static void keep_index(struct mount *m)
+{
+	if (!index_map_unkept(&m->im))
+		return;
+	if (pthread_create(&m->keeper, NULL, keeper_main, m) == 0)
+		m->keeping = true;
+	else
+		(void)index_map_keep(&m->im);
+}
+
 void node_mount_free(struct mount *m)
 {
 	if (!m)
 		return;
+	if (m->keeping)
+		pthread_join(m->keeper, NULL);
 	if (m->state_fd >= 0)
 		close(m->state_fd);
 	index_map_free(&m->im);
@@ -159,11 +188,6 @@ static int mount_prepare(struct worker *w, struct mount *m)
 	if (!m->nc)
 		return -EIO;
 	r = load_index(m->st->s, m->cache_dir, m->hex, &m->im);
-	if (r < 0)
-		return r;
-	/* Kept now, so that a later worker adopting the mount maps it from
-	 * the cache even when the store is gone. */
-	r = index_map_keep(&m->im);
 	if (r < 0)
 		return r;
 	if (m->o.profile && !m->o.record)
@@ -306,6 +330,7 @@ int node_mount_new(struct worker *w, struct mount *m)
 		return log_errno(r, "mount '%s': handing it to the holder", m->mountpoint);
 	}
 	pid_file_write(m);
+	keep_index(m);
 	return 0;
 }
 
@@ -353,6 +378,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	if (r == 0) {
 		(void)fs_find_mount(m->mountpoint, &m->dev);
 		pid_file_write(m);
+		keep_index(m);
 		m = NULL;
 	} else if (mnt) {
 		if (r != -ENOTCONN)

@@ -53,6 +53,7 @@ int node_msg_recv(int fd, uint32_t *ret_type, struct buf *b, int fds[NODE_MSG_FD
  * their takeover), stores.c (stores and caches) and jobs.c (prefetch jobs).
  * Everything here runs on the worker's one loop thread. */
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -107,6 +108,8 @@ struct mount {
 	struct fs *fs;
 	int state_fd;             /* the connection's state file (-1: none) */
 	dev_t dev;
+	pthread_t keeper;         /* keeping the index in the cache (keep_index) */
+	bool keeping;
 };
 
 struct worker;
@@ -152,6 +155,10 @@ struct worker {
 	int64_t chan_poll, listen_poll;
 	bool chan_polling, listen_polling;
 	bool stop, leave, holder_gone;
+	/* Draining before exit: a poll that fired as it was cancelled is not
+	 * acted on nor armed again, or the drain would never end (and a client
+	 * of the next worker would be accepted by this one). */
+	bool ending;
 	int log_saved, log_fd;    /* capturing a request's log lines */
 	struct node_metrics *metrics;
 };

@@ -73,7 +73,7 @@ static void on_client(void *ud, int res)
 	struct client *c = ud;
 
 	c->polling = false;
-	if (res < 0) {
+	if (res < 0 || c->w->ending) {
 		c->done = true;
 		return;
 	}
@@ -114,7 +114,7 @@ static void on_listen(void *ud, int res)
 	struct worker *w = ud;
 
 	w->listen_polling = false;
-	if (res < 0)
+	if (res < 0 || w->ending)
 		return;   /* cancelled: the worker is ending */
 	for (;;) {
 		struct ucred cred;
@@ -173,7 +173,7 @@ static void on_chan(void *ud, int res)
 	int r;
 
 	w->chan_polling = false;
-	if (res < 0)
+	if (res < 0 || w->ending)
 		return;
 	r = node_msg_recv(w->chan, &type, &b, fds);
 	for (int i = 0; i < NODE_MSG_FDS; i++)
@@ -416,6 +416,7 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		_exit(1);
 	}
 out:
+	w.ending = true;
 	node_mounts_end_all(&w);
 	/* our polls end (cancelled), and reads, fetches and writes in flight,
 	 * before the caches go */

@@ -24,6 +24,11 @@
  * small objects: a cancelled or outdated one only frees itself, so the store
  * can be freed while its last poll or timer is still on the ring.
  *
+ * This file is the transfer engine and the store's life (open, run, free);
+ * http-verbs.c holds the operations (GET, HEAD, PUT, DELETE, WebDAV MOVE, the
+ * S3 copy) and http-list.c the listings (nginx autoindex JSON, S3
+ * ListObjectsV2); http-internal.h is what the three share.
+ *
  * S3 (s3://BUCKET/PREFIX) is this store with a few differences, all keyed on
  * h->s3: path-style URLs ENDPOINT/BUCKET/PREFIX/<the dir layout> in S3's
  * strict encoding (the signature covers the path as sent, and RGW and AWS
@@ -41,10 +46,8 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 
-#include "lib/json.h"
 #include "lib/loop.h"
-#include "lib/sha256.h"
-#include "store/store-internal.h"
+#include "store/http-internal.h"
 
 #define HTTP_DEFAULT_TRANSFERS 32    /* bench/remote: 4-32 alike on loopback; latency wants more */
 #define HTTP_DEFAULT_CONNECT_TIMEOUT_MS 5000
@@ -53,48 +56,6 @@
 #define HTTP_BACKOFF_CAP_NS (2000ULL * 1000000)
 #define HTTP_MAX_OBJECT (1ULL << 30)   /* a whole-object get larger than this is refused */
 #define HTTP_LIST_MAX (16U << 20)      /* bytes of one directory listing */
-/* sha256 of nothing: the payload hash of a request without a body */
-#define S3_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-/* X_DELETE, X_MOVE (WebDAV), X_COPY (s3: a server-side copy, then a delete of
- * the source) and X_NOW (a HEAD for the Date header) serve the store's life:
- * store.h, "the store's life". */
-enum xfer_kind { X_GET, X_HEAD, X_PUT, X_LIST, X_DELETE, X_MOVE, X_COPY, X_NOW };
-
-struct http_store;
-
-struct xfer {
-	struct xfer *next;            /* wait queue or retry list */
-	struct http_store *h;
-	enum xfer_kind kind;
-	CURL *easy;
-	char *url;
-	uint64_t off, len;            /* get: the range asked for (len 0: to the end) */
-	const uint8_t *put_data;      /* put: borrowed until the callback */
-	size_t put_len, put_pos;
-	struct curl_slist *headers;   /* s3: this request's own headers */
-	struct buf body;
-	unsigned attempt;             /* retries made */
-	uint64_t deadline_ns;         /* no retry starts after this */
-	uint64_t due_ns;              /* retry list: when to go again */
-	int last_err;
-	/* list: the directories still to read and the names found */
-	char *prefix;                 /* key prefix of the directory read now */
-	char **dirs;
-	size_t ndirs;
-	char **names;
-	size_t nnames, cap;
-	store_cb cb;
-	store_get_cb get_cb;
-	store_list_cb list_cb;
-	store_scan_cb scan_cb;        /* list: a scan (names are "key\tsize\tmtime") */
-	void *ud;
-	char *dest;                   /* move: the target's URL; copy: the source's URL */
-	char *src_path;               /* copy: x-amz-copy-source, /BUCKET/KEY encoded */
-	bool replace;                 /* move, copy: the target may be replaced */
-	bool if_none_match;           /* put: create only (s3) */
-	int64_t date;                 /* now: the Date of the answer; -1 until seen */
-};
 
 struct watch {
 	struct http_store *h;         /* NULL once cancelled or the store is gone */
@@ -107,45 +68,12 @@ struct tick {
 	uint64_t due_ns;
 };
 
-/* Easy handles kept for reuse: a handle made and destroyed per transfer (with
- * its buffers) cost 8% of a whole-image prefetch's fetching CPU. */
-#define HTTP_IDLE_EASY 64
-
-struct http_store {
-	struct store *s;
-	CURLM *multi;
-	char *base;                   /* without a trailing '/' */
-	int epfd;
-	unsigned max, running;        /* transfers in curl */
-	unsigned pending;             /* operations started, callback not yet run */
-	struct xfer *q_head, *q_tail; /* waiting for a slot */
-	struct xfer *retry;           /* waiting for their backoff, by due time */
-	uint64_t curl_due_ns;         /* when curl wants a timeout call; 0: never */
-	struct watch *watch;          /* loop mode: the poll on epfd */
-	struct tick *tick;            /* loop mode: the timer */
-	long connect_timeout_ms, low_speed_time;
-	char *ca_file, *ca_path;
-	struct curl_slist *headers;
-	struct s3_conf *s3;           /* s3:// stores; NULL for http */
-	char sigv4[96];               /* s3: "aws:amz:REGION:s3" */
-	unsigned s3_max_keys;         /* s3: keys per list page (0: the server's default) */
-	uint64_t rnd;                 /* xorshift state for jitter */
-	int ran;                      /* callbacks run in this turn */
-	CURL *idle[HTTP_IDLE_EASY];   /* handles of finished transfers, for the next */
-	unsigned nidle;
-};
-
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 
 static void curl_init_once(void)
 {
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static struct http_store *H(struct store *s)
-{
-	return s->backend;
 }
 
 /* ---- pure helpers (unit-tested) ----------------------------------------- */
@@ -502,7 +430,7 @@ static int seek_cb(void *ud, curl_off_t off, int origin)
 
 /* ---- transfers ----------------------------------------------------------- */
 
-static void xfer_free(struct xfer *x)
+void http_xfer_free(struct xfer *x)
 {
 	struct http_store *h = x->h;
 
@@ -578,7 +506,7 @@ static int xfer_setup(struct xfer *x)
 		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, seek_cb);
 		curl_easy_setopt(e, CURLOPT_SEEKDATA, x);
 		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->put_len);
-		/* s3 (see s3_headers): bodies over 1 MiB go with "Expect:
+		/* s3 (see http_s3_headers): bodies over 1 MiB go with "Expect:
 		 * 100-continue"; send them at once rather than wait a second for a
 		 * 100 that a proxy may never pass on */
 		curl_easy_setopt(e, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
@@ -647,7 +575,7 @@ static void fill(struct http_store *h)
 	}
 }
 
-static void enqueue(struct http_store *h, struct xfer *x)
+void http_enqueue(struct http_store *h, struct xfer *x)
 {
 	x->next = NULL;
 	if (h->q_tail)
@@ -662,41 +590,8 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A scan's names ("key\tsize\tmtime") as entries, handed to its callback. */
-static void scan_complete(struct xfer *x, int64_t res)
-{
-	struct store_entry *e = NULL;
-	size_t n = 0;
-
-	if (res >= 0 && x->nnames && !(e = calloc(x->nnames, sizeof(*e))))
-		res = -ENOMEM;
-	for (size_t i = 0; res >= 0 && i < x->nnames; i++) {
-		char *t1 = strchr(x->names[i], '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-
-		if (!t2)
-			continue;
-		*t1 = 0;
-		e[n].size = strtoll(t1 + 1, NULL, 10);
-		e[n].mtime = strtoll(t2 + 1, NULL, 10);
-		e[n].key = x->names[i];
-		x->names[i] = NULL;
-		n++;
-	}
-	if (res < 0) {
-		store_entries_free(e, n);
-		e = NULL;
-		n = 0;
-	}
-	/* names not taken (none in practice) go now: xfer_free stops at a NULL */
-	for (size_t i = 0; i < x->nnames; i++) {
-		free(x->names[i]);
-		x->names[i] = NULL;
-	}
-	x->scan_cb(x->ud, res, e, n);
-}
-
 /* Run x's callback with res and free it. */
-static void xfer_complete(struct xfer *x, int64_t res)
+void http_xfer_complete(struct xfer *x, int64_t res)
 {
 	struct http_store *h = x->h;
 
@@ -720,7 +615,7 @@ static void xfer_complete(struct xfer *x, int64_t res)
 		break;
 	case X_LIST:
 		if (x->scan_cb) {
-			scan_complete(x, res);
+			http_scan_complete(x, res);
 			break;
 		}
 		if (res >= 0 && x->nnames)
@@ -728,210 +623,7 @@ static void xfer_complete(struct xfer *x, int64_t res)
 		x->list_cb(x->ud, res, res >= 0 ? x->names : NULL, res >= 0 ? x->nnames : 0);
 		break;
 	}
-	xfer_free(x);
-}
-
-static int names_add(char ***v, size_t *n, size_t *cap, const char *a, const char *b)
-{
-	char *s;
-
-	if (*n + 1 >= *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **nv = realloc(*v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = nc;
-	}
-	if (asprintf(&s, "%s%s", a, b) < 0)
-		return -ENOMEM;
-	(*v)[(*n)++] = s;
-	(*v)[*n] = NULL;
-	return 0;
-}
-
-/* A listing arrived for x->prefix: collect files, queue subdirectories.
- * Returns 0 or -errno. */
-static int list_step(struct xfer *x)
-{
-	struct json *doc = NULL;
-	size_t dcap = x->ndirs;
-	int r;
-
-	r = json_parse(x->body.data, x->body.len, &doc, NULL);
-	if (r < 0 || !json_is(doc, JSON_ARRAY)) {
-		json_free(doc);
-		return log_error(-EBADMSG, "store '%s': %s is not an autoindex_format json listing",
-		                 x->h->s->url, x->url);
-	}
-	for (size_t i = 0; i < json_len(doc) && r >= 0; i++) {
-		const struct json *e = json_at(doc, i);
-		const char *name = json_get_cstr(e, "name"), *type = json_get_cstr(e, "type");
-
-		if (!name || !type || !*name || name[0] == '.' || strchr(name, '/'))
-			continue;
-		if (!strcmp(type, "file") && x->scan_cb) {
-			char path[2200], key[2200], line[2300];
-			int64_t size = 0, mtime = 0;
-			const char *mt = json_get_cstr(e, "mtime");
-
-			(void)json_int(json_get(e, "size"), &size);
-			if (!mt || store_parse_time(mt, strlen(mt), &mtime) < 0)
-				mtime = 0;
-			snprintf(path, sizeof(path), "%s%s", x->prefix, name);
-			if (!store_layout_key(path, key, sizeof(key)))
-				continue;
-			snprintf(line, sizeof(line), "%s\t%lld\t%lld", key, (long long)size,
-			         (long long)mtime);
-			r = names_add(&x->names, &x->nnames, &x->cap, line, "");
-			continue;
-		}
-		if (!strcmp(type, "directory")) {
-			char *d;
-
-			if (asprintf(&d, "%s%s/", x->prefix, name) < 0 ||
-			    names_add(&x->dirs, &x->ndirs, &dcap, d, "") < 0)
-				r = -ENOMEM;
-			free(d);
-		} else if (!strcmp(type, "file")) {
-			char path[2200], key[2200];
-
-			snprintf(path, sizeof(path), "%s%s", x->prefix, name);
-			if (store_layout_key(path, key, sizeof(key)))
-				r = names_add(&x->names, &x->nnames, &x->cap, key, "");
-		}
-	}
-	json_free(doc);
-	return r;
-}
-
-static int list_url(struct xfer *x)
-{
-	char url[4096];
-	size_t n;
-	int r;
-
-	/* the directory's path as it is (a fan-out directory "chunks/ab/" is not a
-	 * key, and must not be laid out as one) */
-	n = strlen(x->prefix);
-	if (n == 0 || n >= sizeof(url))
-		return -EINVAL;
-	r = snprintf(url, sizeof(url), "%s/", x->h->base);
-	if (r < 0 || (size_t)r >= sizeof(url))
-		return -ENAMETOOLONG;
-	r = url_encode(x->prefix, "-._~/:@", url + r, sizeof(url) - (size_t)r);
-	if (r < 0)
-		return r;
-	free(x->url);
-	x->url = strdup(url);
-	return x->url ? 0 : -ENOMEM;
-}
-
-/* After a directory of x was read (r: list_step's result): read the next one,
- * or complete x. */
-static void list_advance(struct xfer *x, int r)
-{
-	if (r == 0 && x->ndirs) {
-		free(x->prefix);
-		x->prefix = x->dirs[--x->ndirs];
-		x->dirs[x->ndirs] = NULL;
-		r = 1;
-	}
-	if (r == 0) {
-		if (!x->names && !(x->names = calloc(1, sizeof(*x->names))))
-			r = -ENOMEM;
-		xfer_complete(x, r);
-		return;
-	}
-	if (r > 0)
-		r = list_url(x);
-	if (r < 0) {
-		xfer_complete(x, r);
-		return;
-	}
-	x->attempt = 0;
-	enqueue(x->h, x);
-}
-
-/* s3: point x at the listing page after token (NULL: the first page). */
-static int s3_list_url(struct xfer *x, const char *token)
-{
-	struct http_store *h = x->h;
-	char pfx[4096], tok[4096], maxk[32] = "";
-	char *url;
-	int r;
-
-	r = s3_uri_encode(x->prefix, false, pfx, sizeof(pfx));
-	if (r == 0 && token)
-		r = s3_uri_encode(token, false, tok, sizeof(tok));
-	if (r < 0)
-		return r;
-	if (h->s3_max_keys)
-		snprintf(maxk, sizeof(maxk), "&max-keys=%u", h->s3_max_keys);
-	/* parameters in sorted order: the signature covers the query as sent */
-	if (asprintf(&url, "%s/%s?%s%s%slist-type=2%s&prefix=%s", h->s3->endpoint, h->s3->bucket,
-	             token ? "continuation-token=" : "", token ? tok : "", token ? "&" : "", maxk,
-	             pfx) < 0)
-		return -ENOMEM;
-	free(x->url);
-	x->url = url;
-	return 0;
-}
-
-/* s3: a listing page arrived: collect its keys as store keys.  Returns 1
- * when another page follows (x->url points at it), 0 at the end, -errno. */
-static int s3_list_step(struct xfer *x)
-{
-	struct http_store *h = x->h;
-	struct s3_listing l;
-	size_t skip = *h->s3->prefix ? strlen(h->s3->prefix) + 1 : 0;
-	int r = s3_parse_listing((const char *)x->body.data, x->body.len, &l);
-
-	if (r == -EBADMSG)
-		return log_error(r, "store '%s': %s is not a ListObjectsV2 answer", h->s->url, x->url);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < l.n && r >= 0; i++) {
-		const char *k = l.keys[i];
-		size_t kl = strlen(k);
-
-		if (kl <= skip || strncmp(k, x->prefix, strlen(x->prefix)))
-			continue;
-		char key[2200], line[2300];
-
-		k += skip;
-		kl -= skip;
-		/* the fan-out back out: chunks/ab/abcd… is chunks/abcd… */
-		if (!store_layout_key(k, key, sizeof(key)))
-			continue;
-		if (x->scan_cb) {
-			snprintf(line, sizeof(line), "%s\t%lld\t%lld", key, (long long)l.sizes[i],
-			         (long long)l.mtimes[i]);
-			r = names_add(&x->names, &x->nnames, &x->cap, line, "");
-		} else {
-			r = names_add(&x->names, &x->nnames, &x->cap, key, "");
-		}
-	}
-	if (r >= 0 && l.truncated) {
-		r = s3_list_url(x, l.next_token);
-		if (r == 0)
-			r = 1;
-	}
-	s3_listing_destroy(&l);
-	return r;
-}
-
-static void s3_list_advance(struct xfer *x, int r)
-{
-	if (r > 0) {
-		x->attempt = 0;
-		enqueue(x->h, x);
-		return;
-	}
-	if (r == 0 && !x->names && !(x->names = calloc(1, sizeof(*x->names))))
-		r = -ENOMEM;
-	xfer_complete(x, r);
+	http_xfer_free(x);
 }
 
 static const char *method(const struct xfer *x)
@@ -967,24 +659,6 @@ static int fail_detail(struct xfer *x, CURLcode cc, long status, int err)
 	return err;
 }
 
-static int s3_headers(struct http_store *h, struct xfer *x, const char *payload_sha256);
-
-/* s3: a copy is done; now delete its source (x->dest) with the same transfer. */
-static void copy_delete_source(struct xfer *x)
-{
-	free(x->url);
-	x->url = x->dest;
-	x->dest = NULL;
-	x->kind = X_DELETE;
-	x->attempt = 0;
-	x->deadline_ns = now_ns() + x->h->s->fetch_timeout_ms * 1000000ULL;
-	if (s3_headers(x->h, x, S3_EMPTY_SHA256) < 0) {
-		xfer_complete(x, -ENOMEM);
-		return;
-	}
-	enqueue(x->h, x);
-}
-
 /* A transfer left curl with code cc: finish, retry or fail it. */
 static void xfer_done(struct xfer *x, CURLcode cc)
 {
@@ -997,20 +671,20 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (x->kind == X_NOW && cc == CURLE_OK && status > 0 && x->date >= 0) {
 		/* any answer tells the time, a 404 too */
-		xfer_complete(x, x->date);
+		http_xfer_complete(x, x->date);
 		return;
 	}
 	if (cc == CURLE_OK && status == 412 &&
 	    (x->kind == X_MOVE || x->kind == X_COPY || (x->kind == X_PUT && x->if_none_match))) {
 		/* Overwrite: F or If-None-Match: * found the target there */
-		xfer_complete(x, -EEXIST);
+		http_xfer_complete(x, -EEXIST);
 		return;
 	}
 	v = http_classify(cc, status, &err);
 	if (x->kind == X_GET && status == 416 && cc == CURLE_OK) {
 		/* the range starts at or past the end: nothing there, as for dir: */
 		buf_free(&x->body);
-		xfer_complete(x, 0);
+		http_xfer_complete(x, 0);
 		return;
 	}
 	if (v == HTTP_FAIL)
@@ -1018,9 +692,9 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 	if (x->kind == X_LIST && v == HTTP_FAIL && err == -ENOENT) {
 		/* no such directory (or gone since its parent was read): empty */
 		if (h->s3)
-			s3_list_advance(x, 0);
+			http_s3_list_advance(x, 0);
 		else
-			list_advance(x, 0);
+			http_list_advance(x, 0);
 		return;
 	}
 	if (v == HTTP_RETRY) {
@@ -1052,14 +726,14 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		else
 			log_detail(err, "%s %s: HTTP %ld, %u retries", method(x), x->url, status,
 			           x->attempt);
-		xfer_complete(x, err);
+		http_xfer_complete(x, err);
 		return;
 	}
 	if (v == HTTP_FAIL) {
 		if (err != -ENOENT)
 			log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld)", h->s->url, x->url,
 			        curl_easy_strerror(cc), status);
-		xfer_complete(x, err);
+		http_xfer_complete(x, err);
 		return;
 	}
 	switch (x->kind) {
@@ -1074,23 +748,23 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 			memmove(x->body.data, x->body.data + from, n);
 			x->body.len = n;
 		}
-		xfer_complete(x, (int64_t)x->body.len);
+		http_xfer_complete(x, (int64_t)x->body.len);
 		break;
 	case X_HEAD: {
 		curl_off_t cl = -1;
 
 		curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
-		xfer_complete(x, cl >= 0 ? (int64_t)cl : 0);
+		http_xfer_complete(x, cl >= 0 ? (int64_t)cl : 0);
 		break;
 	}
 	case X_PUT:
 	case X_DELETE:
 	case X_MOVE:
-		xfer_complete(x, 0);
+		http_xfer_complete(x, 0);
 		break;
 	case X_NOW:
 		/* an answer without a (readable) Date */
-		xfer_complete(x, log_error(-EPROTO, "store '%s': %s: no Date header in the answer",
+		http_xfer_complete(x, log_error(-EPROTO, "store '%s': %s: no Date header in the answer",
 		                           h->s->url, x->url));
 		break;
 	case X_COPY:
@@ -1098,16 +772,16 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		if (x->body.len && s3_error_code((const char *)x->body.data, x->body.len, code_buf,
 		                                 sizeof(code_buf)) == 0) {
 			log_detail(-EIO, "PUT %s (copy): %s", x->url, code_buf);
-			xfer_complete(x, -EIO);
+			http_xfer_complete(x, -EIO);
 			break;
 		}
-		copy_delete_source(x);
+		http_copy_delete_source(x);
 		break;
 	case X_LIST:
 		if (h->s3)
-			s3_list_advance(x, s3_list_step(x));
+			http_s3_list_advance(x, http_s3_list_step(x));
 		else
-			list_advance(x, list_step(x));
+			http_list_advance(x, http_list_step(x));
 		break;
 	}
 }
@@ -1153,35 +827,14 @@ static void service_timers(struct http_store *h)
 		struct xfer *x = h->retry;
 
 		h->retry = x->next;
-		enqueue(h, x);
+		http_enqueue(h, x);
 	}
 	fill(h);
 }
 
-/* ---- operations ---------------------------------------------------------- */
+/* ---- the store: its transfers, its turn, its life ----------------------- */
 
-/* s3: x's own header list, with its payload hash (64 hex digits). */
-static int s3_headers(struct http_store *h, struct xfer *x, const char *payload_sha256)
-{
-	char line[96];
-
-	/* no "Expect:" to turn 100-continue off as for http: libcurl 7.88 signs
-	 * the empty header it does not send, and the signature fails (the wait
-	 * for "100 Continue" is cut to nothing in xfer_setup instead) */
-	curl_slist_free_all(x->headers);
-	snprintf(line, sizeof(line), "x-amz-content-sha256: %s", payload_sha256);
-	x->headers = curl_slist_append(NULL, line);
-	if (x->headers && h->s3->token) {
-		_cleanup_free_ char *t = NULL;
-
-		if (asprintf(&t, "x-amz-security-token: %s", h->s3->token) < 0 ||
-		    !curl_slist_append(x->headers, t))
-			return -ENOMEM;
-	}
-	return x->headers ? 0 : -ENOMEM;
-}
-
-static int xfer_new(struct store *s, enum xfer_kind kind, const char *key, struct xfer **ret)
+int http_xfer_new(struct store *s, enum xfer_kind kind, const char *key, struct xfer **ret)
 {
 	struct http_store *h = H(s);
 	struct xfer *x = calloc(1, sizeof(*x));
@@ -1200,13 +853,13 @@ static int xfer_new(struct store *s, enum xfer_kind kind, const char *key, struc
 	if (r == 0 && kind != X_LIST && !(x->url = strdup(url)))
 		r = -ENOMEM;
 	if (r < 0) {
-		xfer_free(x);
+		http_xfer_free(x);
 		return r;
 	}
 	if (r == 0 && h->s3 && kind != X_PUT)
-		r = s3_headers(h, x, S3_EMPTY_SHA256);
+		r = http_s3_headers(h, x, S3_EMPTY_SHA256);
 	if (r < 0) {
-		xfer_free(x);
+		http_xfer_free(x);
 		return r;
 	}
 	x->deadline_ns = now_ns() + s->fetch_timeout_ms * 1000000ULL;
@@ -1214,227 +867,21 @@ static int xfer_new(struct store *s, enum xfer_kind kind, const char *key, struc
 	return 0;
 }
 
-static void xfer_submit(struct http_store *h, struct xfer *x)
+void http_xfer_submit(struct http_store *h, struct xfer *x)
 {
 	h->pending++;
-	enqueue(h, x);
+	http_enqueue(h, x);
 	fill(h);
 	rearm(h);
 }
 
-static int http_get(struct store *s, const char *key, uint64_t off, uint64_t len,
-                    store_get_cb cb, void *ud)
-{
-	struct xfer *x;
-	int r = xfer_new(s, X_GET, key, &x);
-
-	if (r < 0)
-		return r;
-	x->off = off;
-	x->len = len;
-	x->get_cb = cb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
-}
-
-/* Start a transfer of kind on key whose answer is only a status: cb(ud, res). */
-static int xfer_status(struct store *s, enum xfer_kind kind, const char *key, store_cb cb, void *ud)
-{
-	struct xfer *x;
-	int r = xfer_new(s, kind, key, &x);
-
-	if (r < 0)
-		return r;
-	if (kind == X_NOW)
-		x->date = -1;
-	x->cb = cb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
-}
-
-static int http_head(struct store *s, const char *key, store_cb cb, void *ud)
-{
-	return xfer_status(s, X_HEAD, key, cb, ud);
-}
-
-static int http_put(struct store *s, const char *key, const void *data, size_t len,
-                    store_cb cb, void *ud)
-{
-	struct xfer *x;
-	int r = xfer_new(s, X_PUT, key, &x);
-
-	if (r < 0)
-		return r;
-	x->put_data = data;
-	x->put_len = len;
-	if (H(s)->s3) {
-		uint8_t d[SHA256_SIZE];
-		char hex[SHA256_HEX_SIZE];
-
-		sha256(data, len, d);
-		hex_encode(d, sizeof(d), hex);
-		r = s3_headers(H(s), x, hex);
-		if (r < 0) {
-			xfer_free(x);
-			return r;
-		}
-	}
-	x->cb = cb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
-}
-
-/* Only whole directories can be listed: prefix "tags/" or "tags/lib/". */
-static int list_start(struct store *s, const char *prefix, store_list_cb cb, store_scan_cb scb,
-                      void *ud)
-{
-	struct xfer *x;
-	size_t n = strlen(prefix);
-	int r;
-
-	if (!H(s)->s3 && (n < 2 || prefix[n - 1] != '/'))
-		return -EINVAL;
-	r = xfer_new(s, X_LIST, NULL, &x);
-	if (r < 0)
-		return r;
-	if (H(s)->s3) {
-		const char *sp = H(s)->s3->prefix;
-
-		if (asprintf(&x->prefix, "%s%s%s", sp, *sp ? "/" : "", prefix) < 0)
-			x->prefix = NULL;
-		r = x->prefix ? s3_list_url(x, NULL) : -ENOMEM;
-	} else {
-		x->prefix = strdup(prefix);
-		r = x->prefix ? list_url(x) : -ENOMEM;
-	}
-	if (r < 0) {
-		xfer_free(x);
-		return r;
-	}
-	x->list_cb = cb;
-	x->scan_cb = scb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
-}
-
-static int http_list(struct store *s, const char *prefix, store_list_cb cb, void *ud)
-{
-	return list_start(s, prefix, cb, NULL, ud);
-}
-
-static int http_delete(struct store *s, const char *key, store_cb cb, void *ud)
-{
-	return xfer_status(s, X_DELETE, key, cb, ud);
-}
-
-/* http: WebDAV MOVE (Destination, Overwrite).  s3: a server-side copy to the
- * target (with If-None-Match: * unless replacing), then a delete of the
- * source. */
-static int http_move(struct store *s, const char *from, const char *to, bool replace,
-                     store_cb cb, void *ud)
-{
-	struct http_store *h = H(s);
-	struct xfer *x;
-	char url[4096], line[4200];
-	int r;
-
-	r = h->s3 ? s3_key_url(h->base, to, url, sizeof(url)) :
-	            http_key_url(h->base, to, url, sizeof(url));
-	if (r < 0)
-		return r;
-	r = xfer_new(s, h->s3 ? X_COPY : X_MOVE, h->s3 ? to : from, &x);
-	if (r < 0)
-		return r;
-	x->replace = replace;
-	if (h->s3) {
-		/* x->url is the target; the source's URL is kept for the delete */
-		char src[4096];
-
-		r = s3_key_url(h->base, from, src, sizeof(src));
-		if (r == 0 && !(x->dest = strdup(src)))
-			r = -ENOMEM;
-		if (r == 0) {
-			snprintf(line, sizeof(line), "x-amz-copy-source: %s",
-			         src + strlen(h->s3->endpoint));
-			if (!curl_slist_append(x->headers, line) ||
-			    (!replace && !curl_slist_append(x->headers, "If-None-Match: *")))
-				r = -ENOMEM;
-		}
-	} else {
-		struct curl_slist *l = curl_slist_append(NULL, "Expect:");
-
-		snprintf(line, sizeof(line), "Destination: %s", url);
-		x->headers = l;
-		if (!l || !curl_slist_append(l, line) ||
-		    !curl_slist_append(l, replace ? "Overwrite: T" : "Overwrite: F"))
-			r = -ENOMEM;
-	}
-	if (r < 0) {
-		xfer_free(x);
-		return r;
-	}
-	x->cb = cb;
-	x->ud = ud;
-	xfer_submit(h, x);
-	return 0;
-}
-
-/* s3 only: PUT with If-None-Match: * (Ceph RGW and AWS refuse it with 412 when
- * the key exists).  nginx ignores the header: -EOPNOTSUPP, store.c then puts
- * under a temporary name and moves it without replacing. */
-static int http_put_new(struct store *s, const char *key, const void *data, size_t len,
-                        store_cb cb, void *ud)
-{
-	struct xfer *x;
-	uint8_t d[SHA256_SIZE];
-	char hex[SHA256_HEX_SIZE];
-	int r;
-
-	if (!H(s)->s3)
-		return -EOPNOTSUPP;
-	r = xfer_new(s, X_PUT, key, &x);
-	if (r < 0)
-		return r;
-	x->put_data = data;
-	x->put_len = len;
-	x->if_none_match = true;
-	sha256(data, len, d);
-	hex_encode(d, sizeof(d), hex);
-	r = s3_headers(H(s), x, hex);
-	if (r == 0 && !curl_slist_append(x->headers, "If-None-Match: *"))
-		r = -ENOMEM;
-	if (r < 0) {
-		xfer_free(x);
-		return r;
-	}
-	x->cb = cb;
-	x->ud = ud;
-	xfer_submit(H(s), x);
-	return 0;
-}
-
-static int http_scan(struct store *s, const char *prefix, store_scan_cb cb, void *ud)
-{
-	return list_start(s, prefix, NULL, cb, ud);
-}
-
-/* The store's clock: the Date of an answer (a HEAD of a key nobody writes). */
-static int http_now(struct store *s, store_cb cb, void *ud)
-{
-	return xfer_status(s, X_NOW, "gc/clock", cb, ud);
-}
-
-static unsigned http_pending(struct store *s)
+unsigned http_pending(struct store *s)
 {
 	return H(s)->pending;
 }
 
 /* Without a loop: wait for socket events or the next due time, then act. */
-static int http_run_once(struct store *s, int wait)
+int http_run_once(struct store *s, int wait)
 {
 	struct http_store *h = H(s);
 	struct epoll_event ev[64];
@@ -1457,7 +904,7 @@ static int http_run_once(struct store *s, int wait)
 	return h->ran;
 }
 
-static void http_free(struct store *s)
+void http_free(struct store *s)
 {
 	struct http_store *h = H(s);
 
@@ -1478,7 +925,7 @@ static void http_free(struct store *s)
 				struct xfer *x = lists[i];
 
 				lists[i] = x->next;
-				xfer_free(x);
+				http_xfer_free(x);
 			}
 		while (h->nidle)
 			curl_easy_cleanup(h->idle[--h->nidle]);
@@ -1498,21 +945,6 @@ static void http_free(struct store *s)
 	}
 	free(s);
 }
-
-static const struct store_ops http_ops = {
-	.get = http_get,
-	.head = http_head,
-	.put = http_put,
-	.list = http_list,
-	.del = http_delete,
-	.move = http_move,
-	.put_new = http_put_new,
-	.scan = http_scan,
-	.now = http_now,
-	.run_once = http_run_once,
-	.pending = http_pending,
-	.free = http_free,
-};
 
 /* o's duration in whole seconds (libcurl's unit for these), rounded up;
  * def_s when unset. */

@@ -154,7 +154,9 @@ check_not mountpoint -q "$mnt3"
 hex=$(awk -v m="$mnt" '$5 == m { for (i = 1; i <= NF; i++) if (sub(/^lazyroot:/, "", $i)) print $i }' \
 	/proc/self/mountinfo)
 check test -n "$hex"
-full=$(ls "$cache/indexes" | grep "^$hex")
+# kept by a thread of the mount's own once it serves: wait for it
+full=
+for _ in $(seq 100); do full=$(ls "$cache/indexes" | grep "^$hex") && break; sleep 0.1; done
 check test -n "$full"
 mnt4=$WORK/mnt4
 mkdir -p "$mnt4"

@@ -87,6 +87,12 @@ struct fs_status {
 	                              * (those of passthrough candidates, when
 	                              * passthrough is on; 0 otherwise) */
 	bool adopted;                /* taken over from an earlier worker */
+	/* what the mount's readers read, counted by this fs since it started
+	 * serving (a worker taking the mount over starts again from 0) */
+	uint64_t image_bytes;        /* sum of the image's chunk sizes */
+	uint64_t bytes_served;       /* bytes answered to READs */
+	uint64_t chunks_read;        /* distinct chunks READs touched */
+	uint64_t bytes_read;         /* their sizes summed */
 };
 
 #define FS_PROFILE_WINDOW 64

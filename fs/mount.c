@@ -156,12 +156,11 @@ static int fs_start(struct fs *f)
 	f->mounted = true;
 	/* From mountinfo, not stat(): the mount answers only once the loop runs. */
 	(void)fs_find_mount(f->mountpoint, &f->dev);
+	/* the cache's slots are few (its stats file, for readers without a
+	 * node); the fs counts every mount itself (fs_get_status) */
 	f->slot = cache_image_register(f->p.cache, f->index_hex, f->info.data_bytes, f->mountpoint);
-	if (f->slot < 0) {
-		log_msg(LOG_WARN, "mount '%s': no counter slot left; the image is not counted alone",
-		        f->mountpoint);
+	if (f->slot < 0)
 		f->slot = -1;
-	}
 	ahead_set_slot(f->ahead, f->slot);
 	fs_arm(f);
 	return f->finished ? -EIO : 0;
@@ -249,6 +248,10 @@ void fs_get_status(const struct fs *f, struct fs_status *ret)
 		.resends = f->resends,
 		.open_files = fs_open_count(f),
 		.adopted = f->adopted,
+		.image_bytes = f->info.data_bytes,
+		.bytes_served = f->bytes_served,
+		.chunks_read = f->chunks_read,
+		.bytes_read = f->bytes_read,
 	};
 }
 
@@ -307,6 +310,7 @@ static void fs_destroy(struct fs *f)
 	free(f->rbuf.mem);
 	ahead_free(f->ahead);
 	fs_state_unmap(f);
+	free(f->read_seen);
 	free(f->index_hex);
 	free(f->mountpoint);
 	free(f);

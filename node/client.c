@@ -217,6 +217,25 @@ static int connect_to(const char *path)
 	return fd;
 }
 
+/* Hand the whole progress lines at the start of b to cb and drop them. */
+static void take_progress(struct buf *b, node_progress_fn cb, void *ud)
+{
+	static const char tag[] = "{\"progress\":";
+	char *nl;
+
+	while (b->len > sizeof(tag) - 1 && !memcmp(b->data, tag, sizeof(tag) - 1) &&
+	       (nl = memchr(b->data, '\n', b->len))) {
+		size_t n = (size_t)(nl - (char *)b->data) + 1;
+		struct json *j = NULL;
+
+		if (json_parse(b->data, n - 1, &j, NULL) == 0)
+			cb(ud, json_get(j, "progress"));
+		json_free(j);
+		memmove(b->data, b->data + n, b->len - n);
+		b->len -= n;
+	}
+}
+
 /* A worker that ends (killed, or leaving for an upgrade) may close our
  * connection before it reads the request: EPIPE then, never SIGPIPE, which
  * would end the command instead of letting it ask the next worker. */
@@ -235,7 +254,8 @@ static int send_full(int fd, const char *p, size_t len)
 	return 0;
 }
 
-static int call_once(const char *socket, const char *request, struct buf *b)
+static int call_once(const char *socket, const char *request, struct buf *b,
+                     node_progress_fn cb, void *ud)
 {
 	_cleanup_close_ int fd = connect_to(socket);
 	int r;
@@ -261,6 +281,8 @@ static int call_once(const char *socket, const char *request, struct buf *b)
 		if (n == 0)
 			break;
 		b->len += (size_t)n;
+		if (cb)
+			take_progress(b, cb, ud);
 		if (b->len > NODE_REPLY_MAX)
 			return -EMSGSIZE;
 	}
@@ -269,25 +291,37 @@ static int call_once(const char *socket, const char *request, struct buf *b)
 	return 0;
 }
 
-int node_call_text(const char *socket, const char *request, struct buf *b)
+static int call_text(const char *socket, const char *request, struct buf *b,
+                     node_progress_fn cb, void *ud)
 {
-	int r = call_once(socket, request, b);
+	int r = call_once(socket, request, b, cb, ud);
 
 	/* The worker ended with our request unanswered (killed, or leaving
 	 * for an upgrade): the next one answers.  Requests are idempotent. */
 	for (int i = 0; r == -ECONNRESET && i < NODE_RETRIES; i++) {
 		b->len = 0;
-		r = call_once(socket, request, b);
+		r = call_once(socket, request, b, cb, ud);
 	}
 	return r;
 }
 
-int node_call(const char *socket, const char *request, struct json **ret)
+int node_call_text(const char *socket, const char *request, struct buf *b)
+{
+	return call_text(socket, request, b, NULL, NULL);
+}
+
+static int call(const char *socket, const char *request, node_progress_fn cb, void *ud,
+                struct json **ret)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	int r = node_call_text(socket, request, &b);
+	int r = call_text(socket, request, &b, cb, ud);
 
 	return r < 0 ? r : json_parse(b.data, b.len, ret, NULL);
+}
+
+int node_call(const char *socket, const char *request, struct json **ret)
+{
+	return call(socket, request, NULL, NULL, ret);
 }
 
 static bool no_node(int r)
@@ -414,16 +448,22 @@ static void show_log(const struct json *reply)
 int node_request(const char *socket, char *const *start_args, const char *request,
                  struct json **ret)
 {
+	return node_request_progress(socket, start_args, request, NULL, NULL, ret);
+}
+
+int node_request_progress(const char *socket, char *const *start_args, const char *request,
+                          node_progress_fn cb, void *ud, struct json **ret)
+{
 	struct json *reply = NULL;
 	bool ok = false;
 	int r;
 
-	r = node_call(socket, request, &reply);
+	r = call(socket, request, cb, ud, &reply);
 	if (no_node(r)) {
 		r = start_locked(socket, start_args);
 		if (r < 0)
 			return r;
-		r = node_call(socket, request, &reply);
+		r = call(socket, request, cb, ud, &reply);
 	}
 	if (r < 0) {
 		if (no_node(r))

@@ -53,6 +53,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 	if (r == 0 && ((json_get(req, "decode") && json_bool(json_get(req, "decode"), &j->decode) < 0) ||
 	               (json_get(req, "profiled") && json_bool(json_get(req, "profiled"), &profiled) < 0) ||
 	               (json_get(req, "no_profile") && json_bool(json_get(req, "no_profile"), &no_profile) < 0) ||
+	               (json_get(req, "progress") && json_bool(json_get(req, "progress"), &j->progress) < 0) ||
 	               (json_get(req, "fetch_timeout_ms") &&
 	                (json_int(json_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
 		r = log_error(-EINVAL, "request: prefetch: a bad option");
@@ -165,4 +166,21 @@ int node_job_reply(struct pjob *j, struct buf *reply)
 		r = r ?: node_json_str(reply, (char *)j->log.data);
 	}
 	return r ?: buf_printf(reply, "}\n");
+}
+
+int node_job_progress(struct pjob *j, struct buf *line)
+{
+	struct node_prefetch_result res;
+	uint64_t now = now_ns();
+
+	if (!j->progress || now - j->progress_ns < NODE_JOB_PROGRESS_NS)
+		return 0;
+	j->progress_ns = now;
+	node_prefetch_result(j->pf, &res);
+	line->len = 0;
+	return buf_printf(line, "{\"progress\":{\"chunks_done\":%llu,\"chunks\":%llu,"
+	                  "\"bytes_done\":%llu,\"bytes\":%llu,\"seconds\":%.3f}}\n",
+	                  (unsigned long long)res.done, (unsigned long long)res.chunks,
+	                  (unsigned long long)res.bytes, (unsigned long long)res.total_bytes,
+	                  res.seconds) ?: 1;
 }

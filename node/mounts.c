@@ -17,6 +17,7 @@
 #include "lib/json.h"
 #include "lib/lib.h"
 #include "node/node-internal.h"
+#include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
 #include "tools/tools.h"
@@ -428,4 +429,39 @@ void node_mounts_end_all(struct worker *w)
 {
 	while (w->nmounts)
 		node_mount_end(w, w->nmounts - 1);
+}
+
+int node_mounts_stats(struct worker *w, const char *cache_dir, struct node_stats_image **ret,
+                      size_t *ret_n)
+{
+	struct node_stats_image *v = calloc(w->nmounts + 1, sizeof(*v));
+	size_t n = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->nmounts; i++) {
+		struct mount *m = w->mounts[i];
+		struct node_fs_status st;
+
+		if (cache_dir && strcmp(m->cache_dir, cache_dir))
+			continue;
+		node_fs_status(m->fs, &st);
+		memcpy(v[n].index, m->hex, sizeof(v[n].index));
+		v[n].mountpoint = strdup(m->mountpoint);
+		if (!v[n].mountpoint) {
+			node_stats_images_free(v, n);
+			return -ENOMEM;
+		}
+		v[n].pid = (int)getpid();
+		v[n].image_bytes = st.image_bytes;
+		v[n].bytes_read = st.bytes_read;
+		v[n].chunks_read = st.chunks_read;
+		v[n].bytes_served = st.bytes_served;
+		n++;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
 }

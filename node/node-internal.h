@@ -123,6 +123,8 @@ struct pjob {
 	char *ref, *cache_dir;
 	struct node_config cfg;
 	bool have_cfg, decode;
+	bool progress;            /* the client wants progress lines meanwhile */
+	uint64_t progress_ns;     /* now_ns() of the last one */
 	struct buf log;           /* what was logged while it started */
 };
 
@@ -181,6 +183,12 @@ struct mount *node_mount_at(struct worker *w, const char *mountpoint);
 struct mount *node_mount_alive(struct worker *w, struct mount *m);
 struct mount *node_shared_mount(struct worker *w, const char *hex, const struct node_config *c);
 int node_lazyroot_mounted(const char *dir);
+struct node_stats_image;
+/* The counters of the mounts on cache_dir (NULL: every mount), kept per mount
+ * by its fs (a few counters and a bit per chunk of the image): *ret, freed
+ * with node_stats_images_free.  0 or -ENOMEM. */
+int node_mounts_stats(struct worker *w, const char *cache_dir, struct node_stats_image **ret,
+                      size_t *ret_n);
 
 /* requests.c */
 int node_request_config(struct worker *w, const struct json *req, struct node_config *c);
@@ -191,6 +199,11 @@ void node_send_reply(struct client *c, const struct buf *reply);
 /* jobs.c: 1 when the job started (c->job; answered when it ends), or -errno. */
 int node_job_start(struct worker *w, const struct json *req, struct pjob **ret);
 int node_job_reply(struct pjob *j, struct buf *reply);
+/* A progress line for a client that asked for them ({"progress":{…}}), at
+ * most every NODE_JOB_PROGRESS_NS: 1 when one was written into line, 0 when
+ * none is due. */
+#define NODE_JOB_PROGRESS_NS 200000000ULL
+int node_job_progress(struct pjob *j, struct buf *line);
 void node_job_free(struct pjob *j);
 
 #endif

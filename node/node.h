@@ -82,6 +82,13 @@ int node_call_text(const char *socket, const char *request, struct buf *b);
 int node_request(const char *socket, char *const *start_args, const char *request,
                  struct json **ret);
 
+/* node_request() for a request the node answers with progress lines first
+ * (prefetch with "progress":true): cb gets each line's "progress" object as
+ * it comes (cb NULL: they are ignored). */
+typedef void (*node_progress_fn)(void *ud, const struct json *progress);
+int node_request_progress(const char *socket, char *const *start_args, const char *request,
+                          node_progress_fn cb, void *ud, struct json **ret);
+
 /* Append s as a JSON string literal to b. */
 int node_json_str(struct buf *b, const char *s);
 

@@ -251,6 +251,8 @@ void node_prefetch_result(const struct node_prefetch *p, struct node_prefetch_re
 		.chunks = p->total,
 		.bytes = p->bytes,
 		.failed = p->failed,
+		.done = p->done,
+		.total_bytes = p->total_bytes,
 		.first_error = p->first_error,
 		.unkept = cache_unkept(p->cache) - p->unkept_before,
 		.seconds = (double)(now_ns() - p->start_ns) / 1e9,

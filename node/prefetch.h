@@ -40,10 +40,13 @@ bool node_prefetch_finished(const struct node_prefetch *p);
 
 struct node_prefetch_result {
 	uint64_t chunks, bytes, failed;
+	uint64_t done;                    /* chunks fetched or failed so far (of chunks) */
+	uint64_t total_bytes;             /* the bytes of all chunks (bytes: those fetched) */
 	uint64_t unkept;                  /* chunks fetched that the disk had no room for */
 	int first_error;
 	double seconds;
 };
+/* How it went (so far, before it has finished). */
 void node_prefetch_result(const struct node_prefetch *p, struct node_prefetch_result *ret);
 /* Free a finished prefetch. */
 void node_prefetch_free(struct node_prefetch *p);

@@ -10,10 +10,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "cache/cache.h"
 #include "image/image.h"
 #include "lib/json.h"
 #include "lib/lib.h"
 #include "node/node-internal.h"
+#include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
 #include "tools/tools.h"
@@ -88,6 +90,7 @@ static bool is_hex32(const char *s)
 {
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
+
 static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 {
 	struct mount *m = calloc(1, sizeof(*m));
@@ -283,12 +286,29 @@ static int do_stats(struct worker *w, const struct json *req, struct buf *out)
 {
 	int r = 0;
 	const char *cache = node_req_str(req, "cache", &r);
+	const struct cache_stats *st;
+	struct node_stats_image *im = NULL;
+	size_t n = 0;
 
 	if (r < 0)
 		return r;
-	r = buf_printf(out, ",\"cache\":");
-	return r ?: node_json_str(out, cache ? cache : w->cfg->cache_dir);
+	if (!cache)
+		cache = w->cfg->cache_dir;
+	r = cache_stats_map(cache, &st);
+	if (r == -ENOENT)
+		return log_error(r, "cache '%s': no stats file (no daemon has used it)", cache);
+	if (r < 0)
+		return log_errno(r, "cache '%s': reading stats", cache);
+	r = node_mounts_stats(w, cache, &im, &n);
+	r = r ?: buf_printf(out, ",\"cache\":");
+	r = r ?: node_json_str(out, cache);
+	r = r ?: buf_printf(out, ",\"stats\":");
+	r = r ?: node_stats_json(out, st, im, n);
+	node_stats_images_free(im, n);
+	cache_stats_unmap(st);
+	return r;
 }
+
 static int do_stop(struct worker *w, const struct json *req, struct buf *out)
 {
 	node_mounts_end_all(w);
@@ -327,6 +347,7 @@ static int do_upgrade(struct worker *w, const struct json *req, struct buf *out)
 		return log_errno(r, "upgrade: telling the holder");
 	return buf_printf(out, ",\"pid\":%d", (int)getpid());
 }
+
 static void capture_begin(struct worker *w)
 {
 	fflush(stderr);

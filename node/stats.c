@@ -1,13 +1,99 @@
 /*
- * stats.c — the node's counters as Prometheus text: the cache's shared
- * counters (cache/cache.h, struct cache_stats) for `lazyroot cache stats
- * --prometheus` and the node's /metrics.
+ * stats.c — the node's counters: the cache's shared counters (cache/cache.h,
+ * struct cache_stats) and the per-image ones, as JSON for the `stats`
+ * request and `lazyroot cache stats --json`, parsed back by the client, and
+ * as Prometheus text for /metrics and `cache stats --prometheus`.
+ *
+ * One table (scalars[]) names every scalar counter once: its JSON key, its
+ * Prometheus name, type and help, and where it lives in struct cache_stats.
  */
 #include <signal.h>
 
 #include "cache/cache.h"
+#include "lib/json.h"
 #include "lib/lib.h"
+#include "node/node.h"
 #include "node/stats.h"
+
+static const struct {
+	const char *key;             /* JSON */
+	const char *name, *type, *help;   /* Prometheus; name NULL: not a series of its own */
+	size_t off;
+} scalars[] = {
+#define F(k, n, t, h, f) { k, n, t, h, offsetof(struct cache_stats, f) }
+	F("used", "used_bytes", "gauge", "Bytes of chunk files and staged chunks held.", used),
+	F("limit", "limit_bytes", "gauge", "Cache size limit in bytes.", limit),
+	F("inflight", "inflight_fetches", "gauge", "Store fetches in flight.", inflight),
+	F("hits", "hits_total", "counter", "Reads served from the cache without a fetch.", hits),
+	F("misses", "misses_total", "counter", "Reads that waited for a store fetch.", misses),
+	F("fetched_bytes", "fetched_bytes_total", "counter", "Bytes fetched from stores, as stored.",
+	  fetched_bytes),
+	F("fetched_raw_bytes", "fetched_raw_bytes_total", "counter",
+	  "Bytes fetched from stores, uncompressed.", fetched_raw_bytes),
+	F("served_bytes", "served_bytes_total", "counter", "Bytes handed to readers.", served_bytes),
+	F("verify_failures", "verify_failures_total", "counter",
+	  "Chunks whose bytes did not match their name.", verify_failures),
+	F("errors", "errors_total", "counter", "Reads that failed.", errors),
+	F("evictions", "evictions_total", "counter", "Chunk files evicted.", evictions),
+	F("evicted_bytes", "evicted_bytes_total", "counter", "Bytes of chunk files evicted.",
+	  evicted_bytes),
+	F("memory_served", "memory_served_total", "counter",
+	  "Reads served from memory: cache disk full.", memory_served),
+	F("fetch_latency_sum_us", NULL, NULL, NULL, fetch_latency_sum_us),
+	F("store_requests", "store_requests_total", "counter", "Requests made to remote stores.",
+	  store.requests),
+	F("store_retries", "store_retries_total", "counter",
+	  "Requests repeated after a transient failure.", store.retries),
+	F("store_failovers", "store_failovers_total", "counter", "Objects a later mirror served.",
+	  store.failovers),
+	F("store_failures", "store_failures_total", "counter",
+	  "Store operations that failed for good.", store.failures),
+	F("near_fetches", "near_fetches_total", "counter",
+	  "Fetches of a miss's neighbours, the store being slow.", near_fetches),
+	F("passthrough_opens", "passthrough_opens_total", "counter",
+	  "Opens the kernel serves from a whole-file object (FUSE passthrough).", passthrough_opens),
+	F("files_made", "files_made_total", "counter", "Whole-file objects made from chunks.",
+	  files_made),
+	F("file_failures", "file_failures_total", "counter",
+	  "Whole-file objects that failed their check and were dropped.", file_failures),
+	F("staged", "staged_chunks", "gauge", "Staged chunks held (compressed, decoded at first read).",
+	  staged),
+	F("staged_bytes", "staged_bytes", "gauge", "Bytes of staged chunks held.", staged_bytes),
+	F("staged_used", "staged_used_total", "counter", "Staged chunks decoded for a reader.",
+	  staged_used),
+	F("profile_fetches", "profile_fetches_total", "counter",
+	  "Fetches started by following a profile.", profile_fetches),
+	F("profile_hits", "profile_hits_total", "counter", "Reads that found a chunk a profile fetched.",
+	  profile_hits),
+	F("profile_late", "profile_late_total", "counter",
+	  "Reads that found a chunk a profile fetched still in flight.", profile_late),
+#undef F
+};
+
+static const struct {
+	const char *key, *name, *type, *help;
+	size_t off;
+} per_image[] = {
+#define F(k, n, t, h, f) { k, n, t, h, offsetof(struct node_stats_image, f) }
+	F("image_bytes", "image_size_bytes", "gauge", "Sum of the image's chunk sizes.", image_bytes),
+	F("bytes_read", "image_read_bytes", "counter", "Distinct chunk bytes the mount has read.",
+	  bytes_read),
+	F("chunks_read", "image_read_chunks", "counter", "Distinct chunks the mount has read.",
+	  chunks_read),
+	F("bytes_served", "image_served_bytes_total", "counter", "Bytes handed to the mount's readers.",
+	  bytes_served),
+#undef F
+};
+
+#define U64(base, off) (*(uint64_t *)((char *)(base) + (off)))
+#define CU64(base, off) (*(const uint64_t *)((const char *)(base) + (off)))
+
+static double ratio(uint64_t part, uint64_t whole)
+{
+	return whole ? (double)part / (double)whole : 0.0;
+}
+
+/* ---- images ---------------------------------------------------------------- */
 
 /* The slot's server is alive (a slot of a dead one is stale). */
 static bool image_live(const struct cache_image_stats *im)
@@ -17,21 +103,153 @@ static bool image_live(const struct cache_image_stats *im)
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
-static double pct(uint64_t part, uint64_t whole)
+void node_stats_images_free(struct node_stats_image *v, size_t n)
 {
-	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].mountpoint);
+	free(v);
 }
 
-/* A Prometheus label value: backslash, quote and newline escaped. */
-static void prom_label(FILE *f, const char *s, size_t max)
+int node_stats_images_from_slots(const struct cache_stats *st, struct node_stats_image **ret,
+                                 size_t *ret_n)
 {
-	for (size_t i = 0; i < max && s[i]; i++) {
-		if (s[i] == '\\' || s[i] == '"')
-			fprintf(f, "\\%c", s[i]);
-		else if (s[i] == '\n')
+	struct node_stats_image *v = calloc(CACHE_STATS_IMAGES, sizeof(*v));
+	size_t n = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!v)
+		return -ENOMEM;
+	for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
+		const struct cache_image_stats *im = &st->images[i];
+		struct node_stats_image *o = &v[n];
+
+		if (!image_live(im))
+			continue;
+		snprintf(o->index, sizeof(o->index), "%.*s", (int)sizeof(im->index) - 1, im->index);
+		o->mountpoint = strndup(im->mountpoint, sizeof(im->mountpoint));
+		if (!o->mountpoint) {
+			node_stats_images_free(v, n);
+			return -ENOMEM;
+		}
+		o->pid = im->pid;
+		o->image_bytes = im->image_bytes;
+		o->bytes_read = im->bytes_read;
+		o->chunks_read = im->chunks_read;
+		o->bytes_served = im->bytes_served;
+		n++;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+int node_stats_json(struct buf *b, const struct cache_stats *st,
+                    const struct node_stats_image *im, size_t n)
+{
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(scalars); i++)
+		r = buf_printf(b, "%s\"%s\":%llu", i ? "," : "{", scalars[i].key,
+		               (unsigned long long)CU64(st, scalars[i].off));
+	r = r ?: buf_printf(b, ",\"fetch_latency_us\":[");
+	/* the last bucket holds everything slower: no upper bound */
+	for (int i = 0; r == 0 && i < CACHE_LATENCY_BUCKETS; i++) {
+		if (i == CACHE_LATENCY_BUCKETS - 1)
+			r = buf_printf(b, ",{\"lt_us\":null,");
+		else
+			r = buf_printf(b, "%s{\"lt_us\":%llu,", i ? "," : "",
+			               (unsigned long long)(16ULL << i));
+		r = r ?: buf_printf(b, "\"count\":%llu}", (unsigned long long)st->fetch_latency[i]);
+	}
+	r = r ?: buf_printf(b, "],\"images\":[");
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = buf_printf(b, "%s{\"index\":", i ? "," : "");
+		r = r ?: node_json_str(b, im[i].index);
+		r = r ?: buf_printf(b, ",\"mountpoint\":");
+		r = r ?: node_json_str(b, im[i].mountpoint);
+		r = r ?: buf_printf(b, ",\"pid\":%d", im[i].pid);
+		for (size_t k = 0; r == 0 && k < ARRAY_SIZE(per_image); k++)
+			r = buf_printf(b, ",\"%s\":%llu", per_image[k].key,
+			               (unsigned long long)CU64(&im[i], per_image[k].off));
+		r = r ?: buf_printf(b, ",\"percent_read\":%.2f}",
+		                    100.0 * ratio(im[i].bytes_read, im[i].image_bytes));
+	}
+	return r ?: buf_printf(b, "]}");
+}
+
+static int get_u64(const struct json *j, const char *key, uint64_t *ret)
+{
+	int64_t v;
+
+	if (json_int(json_get(j, key), &v) < 0 || v < 0)
+		return -EBADMSG;
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+int node_stats_parse(const struct json *j, struct cache_stats *st, struct node_stats_image **ret,
+                     size_t *ret_n)
+{
+	const struct json *lat = json_get(j, "fetch_latency_us"), *ims = json_get(j, "images");
+	struct node_stats_image *v = NULL;
+	size_t n = 0;
+	int r = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	memset(st, 0, sizeof(*st));
+	if (!json_is(j, JSON_OBJECT) || !json_is(lat, JSON_ARRAY) ||
+	    json_len(lat) != CACHE_LATENCY_BUCKETS || !json_is(ims, JSON_ARRAY))
+		return -EBADMSG;
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(scalars); i++)
+		r = get_u64(j, scalars[i].key, &U64(st, scalars[i].off));
+	for (int i = 0; r == 0 && i < CACHE_LATENCY_BUCKETS; i++)
+		r = get_u64(json_at(lat, (size_t)i), "count", &st->fetch_latency[i]);
+	if (r == 0 && json_len(ims) && !(v = calloc(json_len(ims), sizeof(*v))))
+		r = -ENOMEM;
+	for (; r == 0 && n < json_len(ims); n++) {
+		const struct json *o = json_at(ims, n);
+		const char *idx = json_get_cstr(o, "index"), *mnt = json_get_cstr(o, "mountpoint");
+		int64_t pid;
+
+		if (!idx || !mnt || strlen(idx) >= sizeof(v[n].index) ||
+		    json_int(json_get(o, "pid"), &pid) < 0) {
+			r = -EBADMSG;
+			break;
+		}
+		snprintf(v[n].index, sizeof(v[n].index), "%s", idx);
+		v[n].pid = (int)pid;
+		for (size_t k = 0; r == 0 && k < ARRAY_SIZE(per_image); k++)
+			r = get_u64(o, per_image[k].key, &U64(&v[n], per_image[k].off));
+		if (r == 0 && !(v[n].mountpoint = strdup(mnt)))
+			r = -ENOMEM;
+		if (r < 0)
+			break;
+	}
+	if (r < 0) {
+		node_stats_images_free(v, n);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+/* ---- Prometheus ------------------------------------------------------------ */
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void prom_label(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
 			fprintf(f, "\\n");
 		else
-			fputc(s[i], f);
+			fputc(*s, f);
 	}
 }
 
@@ -40,118 +258,48 @@ static void prom_head(FILE *f, const char *name, const char *type, const char *h
 	fprintf(f, "# HELP lazyroot_cache_%s %s\n# TYPE lazyroot_cache_%s %s\n", name, help, name, type);
 }
 
-static void prom_one(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+void node_stats_prometheus(FILE *f, const struct cache_stats *st,
+                           const struct node_stats_image *im, size_t n)
 {
-	prom_head(f, name, type, help);
-	fprintf(f, "lazyroot_cache_%s %llu\n", name, (unsigned long long)v);
-}
-
-void node_stats_prometheus(FILE *f, const struct cache_stats *st)
-{
-	static const struct {
-		const char *name, *type, *help;
-		size_t off;
-	} scalars[] = {
-#define F(n, t, h, f) { n, t, h, offsetof(struct cache_stats, f) }
-		F("used_bytes", "gauge", "Bytes of chunk files and staged chunks held.", used),
-		F("staged_chunks", "gauge", "Staged chunks held (compressed, decoded at first read).",
-		  staged),
-		F("staged_bytes", "gauge", "Bytes of staged chunks held.", staged_bytes),
-		F("staged_used_total", "counter", "Staged chunks decoded for a reader.", staged_used),
-		F("limit_bytes", "gauge", "Cache size limit in bytes.", limit),
-		F("inflight_fetches", "gauge", "Store fetches in flight.", inflight),
-		F("hits_total", "counter", "Reads served from the cache without a fetch.", hits),
-		F("misses_total", "counter", "Reads that waited for a store fetch.", misses),
-		F("fetched_bytes_total", "counter", "Bytes fetched from stores, as stored.",
-		  fetched_bytes),
-		F("fetched_raw_bytes_total", "counter", "Bytes fetched from stores, uncompressed.",
-		  fetched_raw_bytes),
-		F("served_bytes_total", "counter", "Bytes handed to readers.", served_bytes),
-		F("verify_failures_total", "counter", "Chunks whose bytes did not match their name.",
-		  verify_failures),
-		F("errors_total", "counter", "Reads that failed.", errors),
-		F("evictions_total", "counter", "Chunk files evicted.", evictions),
-		F("evicted_bytes_total", "counter", "Bytes of chunk files evicted.", evicted_bytes),
-		F("memory_served_total", "counter", "Reads served from memory: cache disk full.",
-		  memory_served),
-		F("store_requests_total", "counter", "Requests made to remote stores.",
-		  store.requests),
-		F("store_retries_total", "counter", "Requests repeated after a transient failure.",
-		  store.retries),
-		F("store_failovers_total", "counter", "Objects a later mirror served.",
-		  store.failovers),
-		F("store_failures_total", "counter", "Store operations that failed for good.",
-		  store.failures),
-		F("near_fetches_total", "counter",
-		  "Fetches of a miss's neighbours, the store being slow.", near_fetches),
-		F("passthrough_opens_total", "counter",
-		  "Opens the kernel serves from a whole-file object (FUSE passthrough).",
-		  passthrough_opens),
-		F("profile_fetches_total", "counter", "Fetches started by following a profile.",
-		  profile_fetches),
-		F("profile_hits_total", "counter", "Reads that found a chunk a profile fetched.",
-		  profile_hits),
-		F("profile_late_total", "counter",
-		  "Reads that found a chunk a profile fetched still in flight.", profile_late),
-		F("files_made_total", "counter", "Whole-file objects made from chunks.", files_made),
-		F("file_failures_total", "counter",
-		  "Whole-file objects that failed their check and were dropped.", file_failures),
-#undef F
-	};
-	static const struct {
-		const char *name, *type, *help;
-		size_t off;
-	} per_image[] = {
-#define F(n, t, h, f) { n, t, h, offsetof(struct cache_image_stats, f) }
-		F("image_size_bytes", "gauge", "Sum of the image's chunk sizes.", image_bytes),
-		F("image_read_bytes", "counter", "Distinct chunk bytes the mount has read.",
-		  bytes_read),
-		F("image_read_chunks", "counter", "Distinct chunks the mount has read.", chunks_read),
-		F("image_served_bytes_total", "counter", "Bytes handed to the mount's readers.",
-		  bytes_served),
-#undef F
-	};
 	uint64_t cum = 0;
 
-	for (size_t i = 0; i < ARRAY_SIZE(scalars); i++)
-		prom_one(f, scalars[i].name, scalars[i].type, scalars[i].help,
-		         *(const uint64_t *)((const char *)st + scalars[i].off));
+	for (size_t i = 0; i < ARRAY_SIZE(scalars); i++) {
+		if (!scalars[i].name)
+			continue;
+		prom_head(f, scalars[i].name, scalars[i].type, scalars[i].help);
+		fprintf(f, "lazyroot_cache_%s %llu\n", scalars[i].name,
+		        (unsigned long long)CU64(st, scalars[i].off));
+	}
 	prom_head(f, "fetch_latency_seconds", "histogram", "Store fetch latency.");
 	for (int i = 0; i < CACHE_LATENCY_BUCKETS - 1; i++) {
 		cum += st->fetch_latency[i];
 		fprintf(f, "lazyroot_cache_fetch_latency_seconds_bucket{le=\"%g\"} %llu\n",
-		       (double)(16ULL << i) / 1e6, (unsigned long long)cum);
+		        (double)(16ULL << i) / 1e6, (unsigned long long)cum);
 	}
 	cum += st->fetch_latency[CACHE_LATENCY_BUCKETS - 1];
 	fprintf(f, "lazyroot_cache_fetch_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
-	       (unsigned long long)cum);
+	        (unsigned long long)cum);
 	fprintf(f, "lazyroot_cache_fetch_latency_seconds_sum %g\n",
-	       (double)st->fetch_latency_sum_us / 1e6);
+	        (double)st->fetch_latency_sum_us / 1e6);
 	fprintf(f, "lazyroot_cache_fetch_latency_seconds_count %llu\n", (unsigned long long)cum);
 
 	for (size_t k = 0; k <= ARRAY_SIZE(per_image); k++) {
-		if (k < ARRAY_SIZE(per_image))
+		bool last = k == ARRAY_SIZE(per_image);
+
+		if (!last)
 			prom_head(f, per_image[k].name, per_image[k].type, per_image[k].help);
 		else
 			prom_head(f, "image_read_ratio", "gauge",
 			          "Fraction of the image's bytes read (the % of the image read).");
-		for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
-			const struct cache_image_stats *im = &st->images[i];
-
-			if (!image_live(im))
-				continue;
-			fprintf(f, "lazyroot_cache_%s{index=\"",
-			       k < ARRAY_SIZE(per_image) ? per_image[k].name : "image_read_ratio");
-			prom_label(f, im->index, sizeof(im->index));
+		for (size_t i = 0; i < n; i++) {
+			fprintf(f, "lazyroot_cache_%s{index=\"", last ? "image_read_ratio" : per_image[k].name);
+			prom_label(f, im[i].index);
 			fprintf(f, "\",mountpoint=\"");
-			prom_label(f, im->mountpoint, sizeof(im->mountpoint));
-			if (k < ARRAY_SIZE(per_image))
-				fprintf(f, "\"} %llu\n",
-				       (unsigned long long)*(const uint64_t *)((const char *)im +
-				                                               per_image[k].off));
+			prom_label(f, im[i].mountpoint);
+			if (!last)
+				fprintf(f, "\"} %llu\n", (unsigned long long)CU64(&im[i], per_image[k].off));
 			else
-				fprintf(f, "\"} %g\n", pct(im->bytes_read, im->image_bytes) / 100.0);
+				fprintf(f, "\"} %g\n", ratio(im[i].bytes_read, im[i].image_bytes));
 		}
 	}
 }
-

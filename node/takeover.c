@@ -48,5 +48,9 @@ void node_fs_status(struct fs *f, struct node_fs_status *ret)
 		.resends = st.resends,
 		.open_files = st.open_files,
 		.adopted = st.adopted,
+		.image_bytes = st.image_bytes,
+		.bytes_served = st.bytes_served,
+		.chunks_read = st.chunks_read,
+		.bytes_read = st.bytes_read,
 	};
 }

@@ -28,6 +28,8 @@ struct node_fs_status {
 	uint64_t requests, resends;
 	uint32_t open_files;
 	bool adopted;
+	/* what its readers read since this worker serves it (struct fs_status) */
+	uint64_t image_bytes, bytes_served, chunks_read, bytes_read;
 };
 void node_fs_status(struct fs *f, struct node_fs_status *ret);
 

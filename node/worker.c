@@ -27,6 +27,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -241,6 +243,26 @@ static int take_over(struct worker *w)
 
 /* ---- the main loop ------------------------------------------------------------ */
 
+/* A progress line, unless the client has not read the ones before (more
+ * than PROGRESS_QUEUED_MAX bytes queued): skipped then, the next one says
+ * more.  A line is never cut: what a full socket leaves of it is written
+ * as a reply is (with a send timeout). */
+#define PROGRESS_QUEUED_MAX 4096
+static void send_progress(struct client *c, struct buf *line)
+{
+	int queued = 0;
+	ssize_t n;
+
+	if (ioctl(c->fd, SIOCOUTQ, &queued) < 0 || queued > PROGRESS_QUEUED_MAX)
+		return;
+	n = send(c->fd, line->data, line->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n > 0 && (size_t)n < line->len) {
+		memmove(line->data, line->data + n, line->len - (size_t)n);
+		line->len -= (size_t)n;
+		node_send_reply(c, line);
+	}
+}
+
 /* Requests read whole, answered here (not from a callback: see the top). */
 static void serve_clients(struct worker *w)
 {
@@ -250,8 +272,11 @@ static void serve_clients(struct worker *w)
 			if (c->job) {
 				_cleanup_(buf_freep) struct buf reply = BUF_INIT;
 
-				if (!node_prefetch_finished(c->job->pf))
+				if (!node_prefetch_finished(c->job->pf)) {
+					if (node_job_progress(c->job, &reply) == 1)
+						send_progress(c, &reply);
 					continue;
+				}
 				if (node_job_reply(c->job, &reply) == 0)
 					node_send_reply(c, &reply);
 				client_free(w, c);
@@ -328,9 +353,15 @@ static void metrics_body(void *ud, FILE *f)
 			fprintf(f, "\"} %llu\n", (unsigned long long)v);
 		}
 	}
-	/* the node's own cache: per-image counters live in its slots */
+	/* the node's own cache's counters; per image, every mount's own (its
+	 * fs keeps them: the cache's slots are few) */
 	if (w->ncaches && cache_stats_map(w->caches[0]->dir, &st) == 0) {
-		node_stats_prometheus(f, st);
+		struct node_stats_image *im = NULL;
+		size_t n = 0;
+
+		(void)node_mounts_stats(w, NULL, &im, &n);
+		node_stats_prometheus(f, st, im, n);
+		node_stats_images_free(im, n);
 		cache_stats_unmap(st);
 	}
 }

@@ -11,7 +11,9 @@
 #include <signal.h>
 
 #include "cache/cache.h"
+#include "lib/json.h"
 #include "lib/lib.h"
+#include "node/node.h"
 #include "node/stats.h"
 #include "tools/tools.h"
 
@@ -29,13 +31,6 @@ static int map_stats(const char *dir, const struct cache_stats **st)
 }
 
 /* ---- stats ------------------------------------------------------------- */
-
-static bool image_live(const struct cache_image_stats *im)
-{
-	int32_t pid = __atomic_load_n(&im->pid, __ATOMIC_RELAXED);
-
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
-}
 
 static double pct(uint64_t part, uint64_t whole)
 {
@@ -64,7 +59,8 @@ static uint64_t latency_quantile(const struct cache_stats *st, double q)
 	return 16ULL << (CACHE_LATENCY_BUCKETS - 1);
 }
 
-static void print_table(const char *dir, const struct cache_stats *st)
+static void print_table(const char *dir, const struct cache_stats *st,
+                        const struct node_stats_image *im, size_t nim)
 {
 	char a[32], b[32];
 	uint64_t reads = st->hits + st->misses, n = latency_count(st);
@@ -106,73 +102,59 @@ static void print_table(const char *dir, const struct cache_stats *st)
 	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures);
 	printf("\n%-32s  %-24s %10s %10s %7s %8s\n", "image", "mountpoint", "read", "size",
 	       "% read", "chunks");
-	for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
-		const struct cache_image_stats *im = &st->images[i];
-
-		if (!image_live(im))
-			continue;
-		printf("%-32.32s  %-24s %10s %10s %6.1f%% %8llu\n", im->index, im->mountpoint,
-		       format_size(im->bytes_read, a, sizeof(a)),
-		       format_size(im->image_bytes, b, sizeof(b)),
-		       pct(im->bytes_read, im->image_bytes), (unsigned long long)im->chunks_read);
-	}
+	for (size_t i = 0; i < nim; i++)
+		printf("%-32.32s  %-24s %10s %10s %6.1f%% %8llu\n", im[i].index, im[i].mountpoint,
+		       format_size(im[i].bytes_read, a, sizeof(a)),
+		       format_size(im[i].image_bytes, b, sizeof(b)),
+		       pct(im[i].bytes_read, im[i].image_bytes), (unsigned long long)im[i].chunks_read);
 }
 
-static void print_json(const struct cache_stats *st)
+/* The counters, asked of the node at cfg's socket: its cache's counters and
+ * every mount's own.  When no node answers there, read from the cache's
+ * stats file instead (one line on stderr says so): the same cache counters,
+ * but per image only the mounts that hold one of its CACHE_STATS_IMAGES
+ * slots.  A node that answers with an error is not second-guessed. */
+static int stats_get(const struct node_config *cfg, struct cache_stats *st,
+                     struct node_stats_image **im, size_t *nim)
 {
-	bool first = true;
+	_cleanup_(buf_freep) struct buf req = BUF_INIT;
+	_cleanup_free_ char *dir = tools_absolute(cfg->cache_dir);
+	const struct cache_stats *map;
+	struct json *reply = NULL;
+	int r = dir ? buf_printf(&req, "{\"verb\":\"stats\",\"cache\":") : -ENOMEM;
 
-	printf("{\"used\":%llu,\"limit\":%llu,\"inflight\":%llu,\"hits\":%llu,\"misses\":%llu,"
-	       "\"fetched_bytes\":%llu,\"fetched_raw_bytes\":%llu,\"served_bytes\":%llu,"
-	       "\"verify_failures\":%llu,\"errors\":%llu,\"evictions\":%llu,"
-	       "\"evicted_bytes\":%llu,\"memory_served\":%llu,\"fetch_latency_sum_us\":%llu,"
-	       "\"store_requests\":%llu,\"store_retries\":%llu,\"store_failovers\":%llu,"
-	       "\"store_failures\":%llu,\"near_fetches\":%llu,\"passthrough_opens\":%llu,"
-	       "\"files_made\":%llu,\"file_failures\":%llu,\"staged\":%llu,\"staged_bytes\":%llu,"
-	       "\"staged_used\":%llu,\"profile_fetches\":%llu,\"profile_hits\":%llu,"
-	       "\"profile_late\":%llu,\"fetch_latency_us\":[",
-	       (unsigned long long)st->used, (unsigned long long)st->limit,
-	       (unsigned long long)st->inflight, (unsigned long long)st->hits,
-	       (unsigned long long)st->misses, (unsigned long long)st->fetched_bytes,
-	       (unsigned long long)st->fetched_raw_bytes, (unsigned long long)st->served_bytes,
-	       (unsigned long long)st->verify_failures, (unsigned long long)st->errors,
-	       (unsigned long long)st->evictions, (unsigned long long)st->evicted_bytes,
-	       (unsigned long long)st->memory_served,
-	       (unsigned long long)st->fetch_latency_sum_us,
-	       (unsigned long long)st->store.requests, (unsigned long long)st->store.retries,
-	       (unsigned long long)st->store.failovers, (unsigned long long)st->store.failures,
-	       (unsigned long long)st->near_fetches, (unsigned long long)st->passthrough_opens,
-	       (unsigned long long)st->files_made, (unsigned long long)st->file_failures,
-	       (unsigned long long)st->staged, (unsigned long long)st->staged_bytes,
-	       (unsigned long long)st->staged_used, (unsigned long long)st->profile_fetches,
-	       (unsigned long long)st->profile_hits, (unsigned long long)st->profile_late);
-	/* the last bucket holds everything slower: no upper bound */
-	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++) {
-		if (i == CACHE_LATENCY_BUCKETS - 1)
-			printf(",{\"lt_us\":null,");
-		else
-			printf("%s{\"lt_us\":%llu,", i ? "," : "", (unsigned long long)(16ULL << i));
-		printf("\"count\":%llu}", (unsigned long long)st->fetch_latency[i]);
-	}
-	printf("],\"images\":[");
-	for (int i = 0; i < CACHE_STATS_IMAGES; i++) {
-		const struct cache_image_stats *im = &st->images[i];
+	r = r ?: node_json_str(&req, dir);
+	r = r ?: buf_printf(&req, "}");
+	r = r ?: buf_append_zero(&req, 1);
+	if (r < 0)
+		return log_errno(r, "cache stats");
+	r = node_call(cfg->socket_path, (char *)req.data, &reply);
+	if (r == 0) {
+		bool ok = false;
+		const char *err = json_get_cstr(reply, "error");
 
-		if (!image_live(im))
-			continue;
-		printf("%s{\"index\":", first ? "" : ",");
-		tools_json_string(stdout, im->index, strnlen(im->index, sizeof(im->index)));
-		printf(",\"mountpoint\":");
-		tools_json_string(stdout, im->mountpoint,
-		                  strnlen(im->mountpoint, sizeof(im->mountpoint)));
-		printf(",\"pid\":%d,\"image_bytes\":%llu,\"bytes_read\":%llu,\"chunks_read\":%llu,"
-		       "\"bytes_served\":%llu,\"percent_read\":%.2f}",
-		       im->pid, (unsigned long long)im->image_bytes,
-		       (unsigned long long)im->bytes_read, (unsigned long long)im->chunks_read,
-		       (unsigned long long)im->bytes_served, pct(im->bytes_read, im->image_bytes));
-		first = false;
+		(void)json_bool(json_get(reply, "ok"), &ok);
+		if (!ok)
+			r = log_error(-EIO, "cache stats: the node at '%s': %s", cfg->socket_path,
+			              err ? err : "failed");
+		else if (node_stats_parse(json_get(reply, "stats"), st, im, nim) < 0)
+			r = log_error(-EBADMSG, "cache stats: the node at '%s' answered no counters",
+			              cfg->socket_path);
+		json_free(reply);
+		return r;
 	}
-	printf("]}\n");
+	if (r != -ECONNREFUSED && r != -ENOENT)
+		return log_errno(r, "cache stats: asking the node at '%s'", cfg->socket_path);
+	log_msg(LOG_WARN, "cache stats: no node answers at '%s'; reading the stats file of "
+	        "'%s' (at most %d images counted on their own)", cfg->socket_path, cfg->cache_dir,
+	        CACHE_STATS_IMAGES);
+	r = map_stats(cfg->cache_dir, &map);
+	if (r < 0)
+		return r;
+	*st = *map;
+	r = node_stats_images_from_slots(map, im, nim);
+	cache_stats_unmap(map);
+	return r < 0 ? log_errno(r, "cache stats") : 0;
 }
 
 static void stats_usage(FILE *f)
@@ -182,13 +164,17 @@ static void stats_usage(FILE *f)
 	        "\n"
 	        "Counters of the node cache, read without disturbing the daemons using it:\n"
 	        "hits, misses, bytes fetched and served, fetch latency, evictions, errors, and\n"
-	        "per mounted image the share of the image read.\n"
+	        "per mounted image the share of the image read.  Asked of the node service;\n"
+	        "when none answers, read from the cache's stats file (saying so on stderr),\n"
+	        "which counts at most %d images on their own.\n"
 	        "\n"
 	        "  --cache DIR     cache directory (default: $LAZYROOT_CACHE, else %s)\n"
 	        "  --config FILE   the node's settings (docs/settings.md)\n"
+	        "  --socket PATH   the node's control socket (default: $LAZYROOT_SOCKET,\n"
+	        "                  else %s)\n"
 	        "  --json          machine-readable output\n"
 	        "  --prometheus    Prometheus text format (lazyroot_cache_* metrics)\n",
-	        CACHE_DEFAULT_DIR);
+	        CACHE_STATS_IMAGES, CACHE_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
 }
 
 static int cache_stats_cmd(int argc, char **argv)
@@ -198,11 +184,14 @@ static int cache_stats_cmd(int argc, char **argv)
 		{ "config", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
+		{ "socket", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL;
-	const struct cache_stats *st;
+	struct cache_stats st;
+	struct node_stats_image *im = NULL;
+	size_t nim = 0;
 	struct tools_flags fl = { 0 };
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	bool json = false, prom = false;
@@ -214,6 +203,7 @@ static int cache_stats_cmd(int argc, char **argv)
 		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'p': prom = true; break;
+		case 's': tools_flag(&fl, "--socket", optarg); break;
 		case 'h': stats_usage(stdout); return 0;
 		default: stats_usage(stderr); return 2;
 		}
@@ -229,16 +219,25 @@ static int cache_stats_cmd(int argc, char **argv)
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	dir = cfg.cache_dir;
-	r = map_stats(dir, &st);
+	r = stats_get(&cfg, &st, &im, &nim);
 	if (r < 0)
 		return 1;
-	if (json)
-		print_json(st);
-	else if (prom)
-		node_stats_prometheus(stdout, st);
-	else
-		print_table(dir, st);
-	cache_stats_unmap(st);
+	if (json) {
+		_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+		r = node_stats_json(&b, &st, im, nim);
+		if (r == 0)
+			printf("%.*s\n", (int)b.len, (char *)b.data);
+	} else if (prom) {
+		node_stats_prometheus(stdout, &st, im, nim);
+	} else {
+		print_table(dir, &st, im, nim);
+	}
+	node_stats_images_free(im, nim);
+	if (r < 0) {
+		log_errno(r, "cache stats");
+		return 1;
+	}
 	return 0;
 }
 

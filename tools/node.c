@@ -123,6 +123,13 @@ int tools_node_settings(struct buf *req, const struct node_config *cfg)
 
 int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret)
 {
+	return tools_node_request_progress(cfg, request, NULL, NULL, ret);
+}
+
+int tools_node_request_progress(const struct node_config *cfg, const char *request,
+                                void (*cb)(void *ud, const struct json *progress), void *ud,
+                                struct json **ret)
+{
 	_cleanup_free_ char *log = NULL, *store = tools_absolute_store_url(cfg->store_url);
 	_cleanup_free_ char *cache = tools_absolute(cfg->cache_dir);
 	_cleanup_free_ char *images = tools_absolute(cfg->images_dir);
@@ -163,7 +170,7 @@ int tools_node_request(const struct node_config *cfg, const char *request, struc
 		log = NULL;
 	}
 	args[k] = NULL;
-	return node_request(socket, args, request, ret);
+	return node_request_progress(socket, args, request, cb, ud, ret);
 }
 
 /* ---- status, stop, upgrade ---------------------------------------------------- */

@@ -6,6 +6,7 @@
  */
 #include <getopt.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cache/cache.h"
 #include "image/image.h"
@@ -16,6 +17,28 @@
 #include "node/node.h"
 #include "tools/tools.h"
 
+/* One line on stderr, redrawn as the node reports: chunks and bytes done of
+ * the total, the rate and what is left to wait. */
+static void draw(void *ud, const struct json *pr)
+{
+	int64_t done = 0, chunks = 0, bytes = 0, total = 0;
+	double secs = 0, rate;
+	char a[32], b[32], eta[32] = "--";
+
+	(void)ud;
+	(void)json_int(json_get(pr, "chunks_done"), &done);
+	(void)json_int(json_get(pr, "chunks"), &chunks);
+	(void)json_int(json_get(pr, "bytes_done"), &bytes);
+	(void)json_int(json_get(pr, "bytes"), &total);
+	(void)json_double(json_get(pr, "seconds"), &secs);
+	rate = secs > 0 ? (double)bytes / secs : 0;
+	if (rate > 0 && secs >= 1 && total >= bytes)
+		snprintf(eta, sizeof(eta), "%.0fs", (double)(total - bytes) / rate);
+	fprintf(stderr, "\r\033[K%lld/%lld chunks  %s of %s  %.0f MB/s  ETA %s", (long long)done,
+	        (long long)chunks, format_size((uint64_t)bytes, a, sizeof(a)),
+	        format_size((uint64_t)total, b, sizeof(b)), rate / 1e6, eta);
+	fflush(stderr);
+}
 
 static void usage(FILE *f)
 {
@@ -44,7 +67,7 @@ static void usage(FILE *f)
 	        "  --config FILE      the node's settings (default: $LAZYROOT_CONFIG, else\n"
 	        "                     %s; docs/settings.md)\n"
 	        "  --json             print a summary as JSON\n"
-	        "  --no-progress      (accepted; the node answers once it is done)\n"
+	        "  --no-progress      no progress line, even on a terminal\n"
 	        "  --socket PATH      the node's control socket (default: $LAZYROOT_SOCKET,\n"
 	        "                     else %s)\n"
 	        "  -h, --help         this text\n",
@@ -77,7 +100,8 @@ int cmd_cache_prefetch(int argc, char **argv)
 	struct tools_flags fl = { 0 };
 	struct json *reply = NULL;
 	const char *ref;
-	bool json = false, profiled = false, noprofile = false, decode = false;
+	bool json = false, profiled = false, noprofile = false, decode = false, noprog = false;
+	bool progress;
 	int c, r = 0;
 
 	optind = 1;
@@ -91,7 +115,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 		case O_CONFIG: fl.config = optarg; break;
 		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case O_JSON: json = true; break;
-		case O_NOPROG: break;
+		case O_NOPROG: noprog = true; break;
 		case O_DECODE: decode = true; break;
 		case O_PROFILED: profiled = true; break;
 		case O_NOPROFILE: noprofile = true; break;
@@ -108,7 +132,10 @@ int cmd_cache_prefetch(int argc, char **argv)
 	ref = argv[optind++];
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
-	r = buf_printf(&req, "{\"verb\":\"prefetch\",\"ref\":");
+	/* a terminal gets a progress line; a pipe or a file nothing extra */
+	progress = !noprog && !json && isatty(STDERR_FILENO);
+	r = buf_printf(&req, "{\"verb\":\"prefetch\",\"progress\":%s,\"ref\":",
+	               progress ? "true" : "false");
 	r = r ?: node_json_str(&req, ref);
 	r = r ?: tools_node_settings(&req, &cfg);
 	r = r ?: buf_printf(&req, ",\"decode\":%s,\"profiled\":%s,\"no_profile\":%s,\"paths\":[",
@@ -124,7 +151,24 @@ int cmd_cache_prefetch(int argc, char **argv)
 		log_errno(r, "prefetch '%s'", ref);
 		return 1;
 	}
-	r = tools_node_request(&cfg, (char *)req.data, &reply);
+	r = tools_node_request_progress(&cfg, (char *)req.data, progress ? draw : NULL, NULL,
+	                                &reply);
+	if (progress) {
+		/* the last line: the figures of the answer, then a newline */
+		int64_t chunks = 0, bytes = 0;
+		double secs = 0;
+		char a[32];
+
+		if (r == 0) {
+			(void)json_int(json_get(reply, "chunks"), &chunks);
+			(void)json_int(json_get(reply, "bytes"), &bytes);
+			(void)json_double(json_get(reply, "seconds"), &secs);
+			fprintf(stderr, "\r\033[K%lld/%lld chunks  %s in %.1fs\n", (long long)chunks,
+			        (long long)chunks, format_size((uint64_t)bytes, a, sizeof(a)), secs);
+		} else {
+			fputs("\r\033[K", stderr);
+		}
+	}
 	if (r < 0)
 		return 1;
 	if (json) {

@@ -165,6 +165,10 @@ int tools_node_settings(struct buf *req, const struct node_config *cfg);
 /* node_request() (node/node.h) on cfg's socket, starting a node with cfg's
  * config file, store, cache and images when none answers.  Logs its errors. */
 int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret);
+/* tools_node_request() with the node's progress lines handed to cb as they come. */
+int tools_node_request_progress(const struct node_config *cfg, const char *request,
+                                void (*cb)(void *ud, const struct json *progress), void *ud,
+                                struct json **ret);
 /* path made absolute against the current directory (lexically); NULL: ENOMEM. */
 char *tools_absolute(const char *path);
 /* The store URL with every local member made absolute; NULL: ENOMEM. */

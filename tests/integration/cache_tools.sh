@@ -1,10 +1,11 @@
 #!/bin/bash
-# The cache's tools: prefetch (a path, then a whole image; a mount then serves
+# The cache's tools: prefetch (a path, then a whole image, its progress line on a terminal
+# and nothing extra off one; a mount then serves
 # every byte with the store gone), stats as table, JSON and Prometheus text,
 # verify (drops a corrupted chunk file), trim (down to a size).
 . "$(dirname "$0")/../lib/common.sh"
 need_root
-need_cmd python3
+need_cmd python3 script
 workdir
 store=$WORK/store
 cache=$WORK/cache
@@ -32,6 +33,15 @@ all=$("$LAZYROOT" image inspect tools:1 --store "dir:$store" --json |
 check test "$part" -gt 0
 check test "$part" -lt "$all"
 check_status 1 "$LAZYROOT" cache prefetch tools:1 no/such/path --store "dir:$store" --cache "$cache"
+
+# progress: a line on a terminal (chunks and bytes done of the total, the last one whole);
+# nothing on stderr that is not one
+script -qec "'$LAZYROOT' cache prefetch tools:1 --store 'dir:$store' --cache '$WORK/tty-cache'" \
+	/dev/null >"$WORK/tty.out" </dev/null || fail "prefetch on a terminal"
+check grep -q "^$all/$all chunks  " <(tr '\r' '\n' <"$WORK/tty.out" | sed 's/\x1b\[K//g')
+"$LAZYROOT" cache prefetch tools:1 --store "dir:$store" --cache "$WORK/pipe-cache" 2>"$WORK/pipe.err" ||
+	fail "prefetch with stderr to a file"
+check test ! -s "$WORK/pipe.err"
 
 # prefetch of everything, then a mount by index name with the store gone
 out=$("$LAZYROOT" cache prefetch tools:1 --store "dir:$store" --cache "$cache" --json)

@@ -383,8 +383,11 @@ int loopback_up(void)
 static int limit_add(struct ns_limits *l, const char *path, const char *value)
 {
 	char file[128];
-	struct ns_limit *e = &l->v[l->n];
+	struct ns_limit *e;
 
+	if (l->n == sizeof(l->v) / sizeof(l->v[0]))
+		return log_error(-E2BIG, "too many per-namespace limits");
+	e = &l->v[l->n];
 	snprintf(file, sizeof(file), "/proc/sys/%s", path);
 	e->fd = open(file, O_WRONLY | O_CLOEXEC);
 	if (e->fd < 0)

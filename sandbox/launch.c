@@ -185,6 +185,7 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 	const struct sandbox *sb = c->sb;
 	size_t nfds = 1 + sb->n_binds;
 	_cleanup_free_ int *fds = calloc(nfds, sizeof(int));
+	struct ns_limits limits;
 	sigset_t none;
 	pid_t cmd, p;
 	int st = 0, r;
@@ -213,7 +214,10 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 		log_errno(-errno, "cgroup namespace");
 		_exit(SETUP_FAILED);
 	}
-	if (setup_root(sb, c->name, &fds[0], fds + 1, c->pooled_net) < 0)
+	/* Opened through the host's /proc while it is there (the sandbox's
+	 * own has /proc/sys read-only), written once setup is done. */
+	if (ns_limits_open(sb, &limits) < 0 ||
+	    setup_root(sb, c->name, &fds[0], fds + 1, c->pooled_net) < 0)
 		_exit(SETUP_FAILED);
 	set_rlimit(RLIMIT_NOFILE, sb->nofile, "nofile");
 	set_rlimit(RLIMIT_CORE, 0, "core");
@@ -224,6 +228,10 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 	if (landlock_apply(sb) < 0)
 		_exit(SETUP_FAILED);
 	if (caps_drop_bounding() < 0 || seccomp_install(sb) < 0)
+		_exit(SETUP_FAILED);
+	/* Last: the init's setup has made its namespaces and detached mount
+	 * trees; from here on neither it nor the command makes any. */
+	if (ns_limits_apply(&limits) < 0)
 		_exit(SETUP_FAILED);
 	send_msg(c->sock, MSG_READY, 0);
 	/* /proc/1 is closed to the command (not dumpable) from before it

@@ -639,9 +639,12 @@ static int wait_pivoted(pid_t pid)
 	return -EAGAIN;
 }
 
-/* In a child: join the mount namespace of pid and mount an empty, read-only,
- * mode-000 tmpfs (or, over a file, an empty mode-000 file from one) on path,
- * resolved inside the sandbox's root. */
+/* In a child: mount an empty, read-only, mode-000 tmpfs (or, over a file, an
+ * empty mode-000 file from one) on path, resolved inside pid's root.  The
+ * cover is made while the child is still in the host's mount namespace and
+ * only then moved into the sandbox's: a detached mount tree is a mount
+ * namespace of the caller's mount namespace's user namespace while it
+ * lasts, and the sandbox's user namespace may have none (`namespaces`). */
 static int cover_inside(pid_t pid, const char *path)
 {
 	char p[64];
@@ -664,7 +667,7 @@ static int cover_inside(pid_t pid, const char *path)
 		root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)pid);
 		mnt = open(p, O_RDONLY | O_CLOEXEC);
-		if (root < 0 || mnt < 0 || setns(mnt, CLONE_NEWNS) < 0)
+		if (root < 0 || mnt < 0)
 			_exit(10);
 		target = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
 		if (target < 0)
@@ -691,8 +694,11 @@ static int cover_inside(pid_t pid, const char *path)
 				_exit(14);
 			src = f;
 		}
-		if (syscall(SYS_mount_setattr, src, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0 ||
-		    syscall(SYS_move_mount, src, "", target, "",
+		if (syscall(SYS_mount_setattr, src, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0)
+			_exit(15);
+		if (setns(mnt, CLONE_NEWNS) < 0)
+			_exit(10);
+		if (syscall(SYS_move_mount, src, "", target, "",
 		            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 			_exit(15);
 		_exit(0);

@@ -53,6 +53,9 @@ int sandbox_new(struct sandbox **ret)
 		return -ENOMEM;
 	sb->ids_auto = true;
 	sb->ptys = 32;
+	sb->inotify_instances = 128;
+	sb->inotify_watches = 65536;
+	sb->ipc_objects = 256;
 	sb->tmpfs_size = 256ull << 20;
 	sb->memory = 1ull << 30;
 	sb->pids = 256;
@@ -417,6 +420,26 @@ static int set_field(struct sandbox *sb, const char *key, const char *v)
 			return -EINVAL;
 		sb->ids_auto = false;
 		sb->uid_base = sb->gid_base = (uint32_t)n;
+		return 0;
+	}
+	/* The per-namespace limits, within the kernel's own ceilings: INT_MAX
+	 * for a user namespace's counts, IPCMNI (32768) ids for IPC objects. */
+	if (!strcmp(key, "namespaces") || !strcmp(key, "inotify_instances") ||
+	    !strcmp(key, "inotify_watches")) {
+		if (parse_uint(v, INT32_MAX, &n) < 0)
+			return -EINVAL;
+		if (!strcmp(key, "namespaces"))
+			sb->namespaces = (uint32_t)n;
+		else if (!strcmp(key, "inotify_instances"))
+			sb->inotify_instances = (uint32_t)n;
+		else
+			sb->inotify_watches = (uint32_t)n;
+		return 0;
+	}
+	if (!strcmp(key, "ipc_objects")) {
+		if (parse_uint(v, 32768, &n) < 0 || n == 0)
+			return -EINVAL;
+		sb->ipc_objects = (uint32_t)n;
 		return 0;
 	}
 	if (!strcmp(key, "ptys")) {

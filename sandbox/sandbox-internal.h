@@ -71,6 +71,10 @@ struct sandbox {
 	uint32_t uid_base;      /* host uid that inside id 0 maps to, unless ids_auto */
 	uint32_t gid_base;      /* host gid that inside gid 0 maps to, unless ids_auto */
 	uint32_t ptys;          /* the sandbox's devpts instance holds at most this many */
+	uint32_t namespaces;    /* each kind the sandbox may make (/proc/sys/user/max_*_namespaces) */
+	uint32_t inotify_instances;  /* per uid inside, in its user namespace */
+	uint32_t inotify_watches;
+	uint32_t ipc_objects;   /* each of msgmni, shmmni, semmni, mqueue queues_max */
 	uint64_t tmpfs_size;     /* also bounds /dev/shm, a directory on the same tmpfs */
 	uint64_t memory;        /* bytes; 0 = no limit */
 	uint64_t pids;          /* 0 = no limit */
@@ -314,6 +318,31 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
                bool pooled_net);
 /* Bring up the loopback of the calling thread's network namespace; -errno. */
 int loopback_up(void);
+/* The per-namespace limits of the policy (namespaces, inotify, fanotify, IPC
+ * objects), in two halves.  The kernel charges the launcher's own setup to
+ * them: every mount tree open_tree(OPEN_TREE_CLONE) or fsmount detaches is a
+ * mount namespace of the caller's user namespace while it lasts, so
+ * max_mnt_namespaces = 0 in force during setup_root would refuse its first
+ * open_tree.  So the sandbox's init opens the sysctl files (bound to its own
+ * user and ipc namespaces) before its setup, and writes them as its last
+ * step before the command starts, while it is still root there with
+ * CAP_SYS_RESOURCE (the kernel checks both at the write, not at the open).
+ * After that, nothing may make a namespace owned by the sandbox's user
+ * namespace, the launcher included (see netpolicy's cover_inside). */
+struct ns_limit {
+	int fd;
+	char path[40];          /* under /proc/sys, for the error */
+	char value[40];
+};
+struct ns_limits {
+	struct ns_limit v[16];
+	size_t n;
+};
+/* Open the files; 0 or -errno, logged (nothing left open on error). */
+int ns_limits_open(const struct sandbox *sb, struct ns_limits *l);
+/* Write and close them all; 0 or -errno, logged. */
+int ns_limits_apply(struct ns_limits *l);
+void ns_limits_close(struct ns_limits *l);
 /* In the sandbox's init, once setup_root has made the mask source: cover
  * path (relative to dirfd; a final symlink is not followed) with an empty,
  * read-only, mode-000 directory or file, whichever it is, so that not even its

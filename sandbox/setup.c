@@ -376,6 +376,100 @@ int loopback_up(void)
 	return 0;
 }
 
+/* Open /proc/sys/path for writing value later (ns_limits_apply).
+ * /proc/sys/user/ and the ipc sysctls are the opener's own namespaces' (its
+ * user and ipc namespaces), whatever /proc is mounted, and the open file
+ * stays bound to them. */
+static int limit_add(struct ns_limits *l, const char *path, const char *value)
+{
+	char file[128];
+	struct ns_limit *e;
+
+	if (l->n == sizeof(l->v) / sizeof(l->v[0]))
+		return log_error(-E2BIG, "too many per-namespace limits");
+	e = &l->v[l->n];
+	snprintf(file, sizeof(file), "/proc/sys/%s", path);
+	e->fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (e->fd < 0)
+		return log_errno(-errno, "open '%s'", file);
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	snprintf(e->value, sizeof(e->value), "%s", value);
+	l->n++;
+	return 0;
+}
+
+void ns_limits_close(struct ns_limits *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		close(l->v[i].fd);
+	l->n = 0;
+}
+
+int ns_limits_open(const struct sandbox *sb, struct ns_limits *l)
+{
+	static const char *const kinds[] = { "user", "mnt", "pid", "net", "ipc", "uts", "cgroup",
+	                                     "time" };
+	char v[32], path[64], sem[64];
+	int r = 0;
+
+	l->n = 0;
+	/* Each counts what the sandbox's ids make inside its user namespace,
+	 * per uid inside; the kernel charges the same objects to the
+	 * namespace's owner (the sandbox's host uid) up to the host's limits
+	 * too, so these only ever narrow. */
+	snprintf(v, sizeof(v), "%u", sb->namespaces);
+	for (size_t i = 0; r == 0 && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		snprintf(path, sizeof(path), "user/max_%s_namespaces", kinds[i]);
+		r = limit_add(l, path, v);
+	}
+	snprintf(v, sizeof(v), "%u", sb->inotify_instances);
+	if (r == 0)
+		r = limit_add(l, "user/max_inotify_instances", v);
+	snprintf(v, sizeof(v), "%u", sb->inotify_watches);
+	if (r == 0)
+		r = limit_add(l, "user/max_inotify_watches", v);
+	/* fanotify is refused by the syscall filter; the kernel bound is its
+	 * second line */
+	if (r == 0)
+		r = limit_add(l, "user/max_fanotify_groups", "0");
+	if (r == 0)
+		r = limit_add(l, "user/max_fanotify_marks", "0");
+	/* System V and POSIX IPC objects of the sandbox's ipc namespace: their
+	 * memory is charged to its memory cgroup, their number is bounded here
+	 * (a fresh namespace allows 32000 message queues and semaphore sets) */
+	snprintf(v, sizeof(v), "%u", sb->ipc_objects);
+	if (r == 0)
+		r = limit_add(l, "kernel/msgmni", v);
+	if (r == 0)
+		r = limit_add(l, "kernel/shmmni", v);
+	/* semmsl, semmns, semopm, semmni: only the number of sets changes */
+	snprintf(sem, sizeof(sem), "32000 %llu 500 %u",
+	         (unsigned long long)sb->ipc_objects * 32000u, sb->ipc_objects);
+	if (r == 0)
+		r = limit_add(l, "kernel/sem", sem);
+	if (r == 0)
+		r = limit_add(l, "fs/mqueue/queues_max", v);
+	if (r < 0)
+		ns_limits_close(l);
+	return r;
+}
+
+int ns_limits_apply(struct ns_limits *l)
+{
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < l->n; i++) {
+		size_t len = strlen(l->v[i].value);
+		ssize_t n = write(l->v[i].fd, l->v[i].value, len);
+
+		if (n != (ssize_t)len)
+			r = log_errno(n < 0 ? -errno : -EIO, "limit '/proc/sys/%s' to %s",
+			              l->v[i].path, l->v[i].value);
+	}
+	ns_limits_close(l);
+	return r;
+}
+
 int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds,
                bool pooled_net)
 {

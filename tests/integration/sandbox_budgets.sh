@@ -85,6 +85,26 @@ check hold ptys-small ptys --set ptys=5
 check test "$(took ptys-small)" = 5
 check release ptys-small
 
+# Per-namespace limits, set by the launcher in the sandbox's own user and ipc namespaces: they
+# read as the policy says, cannot be raised from inside, and hold.
+check brun nslimits -- nslimits user/max_user_namespaces=0 user/max_mnt_namespaces=0 \
+	user/max_net_namespaces=0 user/max_inotify_instances=128 user/max_inotify_watches=65536 \
+	user/max_fanotify_groups=0 user/max_fanotify_marks=0 kernel/msgmni=256 kernel/shmmni=256 \
+	fs/mqueue/queues_max=256 "kernel/sem=32000 8192000 500 256"
+check brun nslimits-set --set namespaces=2 --set ipc_objects=7 --set inotify_watches=9 -- \
+	nslimits user/max_pid_namespaces=2 user/max_inotify_watches=9 kernel/msgmni=7 \
+	"kernel/sem=32000 224000 500 7"
+for kind in msgqueues shm semsets; do
+	check brun "$kind" --set ipc_objects=7 -- hog "$kind" </dev/null >"$WORK/$kind.out" 2>&1
+	check test "$(took "$kind")" = 7
+done
+check brun inotify-small --set inotify_instances=5 -- hog inotify </dev/null \
+	>"$WORK/inotify-small.out" 2>&1
+check test "$(took inotify-small)" = 5
+# a value the kernel could not hold is refused before anything starts
+check_not "$LAZYROOT" run --rootfs "$ROOTFS" --set ipc_objects=40000 -- /bin/true 2>"$WORK/bad"
+check grep -q "ipc_objects = '40000'" "$WORK/bad"
+
 # Nothing of them is left: no process in any range they had, no cgroup, no record.
 for f in "$WORK"/*.json; do
 	base=$(json_field "$f" uid_base)

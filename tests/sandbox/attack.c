@@ -36,6 +36,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -433,6 +436,14 @@ static int budget_take(const char *kind, int fds[2])
 		fds[0] = (int)syscall(SYS_inotify_init1, O_CLOEXEC);
 		return fds[0] < 0 ? -errno : 0;
 	}
+	/* System V IPC objects of the sandbox's ipc namespace: they outlive
+	 * every process (until the namespace ends), so nothing holds them */
+	if (!strcmp(kind, "msgqueues"))
+		return msgget(IPC_PRIVATE, IPC_CREAT | 0600) < 0 ? -errno : 0;
+	if (!strcmp(kind, "shm"))
+		return shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) < 0 ? -errno : 0;
+	if (!strcmp(kind, "semsets"))
+		return semget(IPC_PRIVATE, 1, IPC_CREAT | 0600) < 0 ? -errno : 0;
 	if (!strcmp(kind, "ptys")) {
 		fds[0] = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
 		return fds[0] < 0 ? -errno : 0;
@@ -493,6 +504,40 @@ static void attack_budget(const char *kind)
 
 	snprintf(what, sizeof(what), "one more %s", kind);
 	result(r == 0, what, -r);
+}
+
+/* The per-namespace limits the launcher set cannot be raised from inside:
+ * each /proc/sys file reads as the policy says (argv: FILE=VALUE...), and a
+ * write to it fails. */
+static void attack_nslimits(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		char path[256], got[128] = "", what[320];
+		const char *eq = strchr(argv[i], '=');
+		ssize_t n;
+		int fd;
+
+		if (!eq)
+			continue;
+		snprintf(path, sizeof(path), "/proc/sys/%.*s", (int)(eq - argv[i]), argv[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read(fd, got, sizeof(got) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n > 0 && got[n - 1] == '\n')
+			got[n - 1] = '\0';
+		for (char *t = got; *t; t++)
+			if (*t == '\t')
+				*t = ' ';
+		snprintf(what, sizeof(what), "%s reads '%s'", path, eq + 1);
+		result(n > 0 && !strcmp(got, eq + 1), what, n < 0 ? errno : 0);
+		snprintf(what, sizeof(what), "raising %s", path);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : write(fd, "1000", 4);
+		expect_fail(n, what);
+		if (fd >= 0)
+			close(fd);
+	}
 }
 
 /* ---- the launcher's terminal -------------------------------------------- */
@@ -1365,6 +1410,8 @@ int main(int argc, char **argv)
 		attack_fill(argv[3]);
 	else if (!strcmp(argv[2], "hog") && argc == 4)
 		attack_hog(argv[3]);
+	else if (!strcmp(argv[2], "nslimits"))
+		attack_nslimits(argc - 3, argv + 3);
 	else if (!strcmp(argv[2], "budget") && argc == 4)
 		attack_budget(argv[3]);
 	else if (!strcmp(argv[2], "tty"))

@@ -10,7 +10,7 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 	umount) echo "$config $cache --socket --help" ;;
 	cache)
 		case $2 in
-		stats) echo "$config $cache --json --prometheus --help" ;;
+		stats) echo "$config $cache --socket --json --prometheus --help" ;;
 		prefetch) echo "--profiled --no-profile --decode $config $store $cache --cache-size --fetch-timeout --json --no-progress --socket --help" ;;
 		verify) echo "$config $cache --json --help" ;;
 		trim) echo "--to $config $cache --json --help" ;;

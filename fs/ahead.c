@@ -232,10 +232,14 @@ static void profile_pump(struct ahead *a)
  * the workload being run, not others that share a library with it).
  * Prefetches start at the next profile_pump(), after the read's own fetches.
  * Cost: O(traces holding c × window). */
-void ahead_touch(struct ahead *a, uint32_t c)
+bool ahead_touch(struct ahead *a, uint32_t c)
 {
-	if (!a->seen || c >= a->chunks)
-		return;
+	if (c >= a->chunks)
+		return false;
+	/* made here when neither a profile nor a recording made it at the
+	 * start: the mount's count of distinct chunks read needs it too */
+	if (!a->seen && !(a->seen = calloc(a->chunks / 8 + 1, 1)))
+		return false;
 	if (a->pstate) {
 		switch (a->pstate[c]) {
 		case PF_FETCHED:
@@ -254,7 +258,7 @@ void ahead_touch(struct ahead *a, uint32_t c)
 		}
 	}
 	if (a->seen[c / 8] & (1u << (c % 8)))
-		return;
+		return false;
 	a->seen[c / 8] |= (uint8_t)(1u << (c % 8));
 	if (a->p.record) {
 		if (a->nrec == a->rec_cap) {
@@ -270,7 +274,7 @@ void ahead_touch(struct ahead *a, uint32_t c)
 			a->rec[a->nrec++] = c;
 	}
 	if (!a->ptr)
-		return;
+		return true;
 	for (uint32_t i = a->ppos_off[c]; i < a->ppos_off[c + 1]; i++) {
 		struct ahead_trace_pos *tr = &a->ptr[a->ppos[i][0]];
 
@@ -287,6 +291,7 @@ void ahead_touch(struct ahead *a, uint32_t c)
 	}
 	for (uint32_t i = a->ppos_off[c]; i < a->ppos_off[c + 1]; i++)
 		profile_advance(a, &a->ptr[a->ppos[i][0]]);
+	return true;
 }
 
 const uint32_t *ahead_trace(const struct ahead *a, size_t *ret_n)

@@ -64,8 +64,9 @@ void ahead_chunk(const struct ahead *a, uint32_t idx, const struct image_chunk *
                  struct cache_chunk *cc);
 /* A read touches chunk idx: recorded, and the profile's windows move.
  * Prefetches start at the next ahead_pump(), after the read's own fetches.
- * Cost: O(traces holding idx × window). */
-void ahead_touch(struct ahead *a, uint32_t idx);
+ * True at idx's first touch (a bit per chunk; false too without memory for
+ * it, or for an idx beyond the image).  Cost: O(traces holding idx × window). */
+bool ahead_touch(struct ahead *a, uint32_t idx);
 /* Start queued profile prefetches, oldest first, up to profile_inflight. */
 void ahead_pump(struct ahead *a);
 /* A read of [off, off+len) of file ino was started (ok: without error):

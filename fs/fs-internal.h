@@ -201,10 +201,9 @@ struct fs {
 	uint64_t requests;              /* requests read */
 	uint64_t resends;               /* FUSE_NOTIFY_RESEND sent */
 	/* per-image counters kept here for every mount (the cache's slots are
-	 * few): bytes answered to READs, distinct chunks read and their bytes.
-	 * read_seen: a bit per chunk of the image, made at the first READ. */
+	 * few): bytes answered to READs, distinct chunks read (the first
+	 * touches ahead_touch() reports) and their bytes */
 	uint64_t bytes_served, chunks_read, bytes_read;
-	uint8_t *read_seen;
 	int hold_fd;                    /* /dev/cpu_dma_latency, or -1 */
 	bool held;                      /* the latency request is 0 µs now */
 	int64_t hold_timer;             /* while held: the timer that lets go */

@@ -310,7 +310,6 @@ static void fs_destroy(struct fs *f)
 	free(f->rbuf.mem);
 	ahead_free(f->ahead);
 	fs_state_unmap(f);
-	free(f->read_seen);
 	free(f->index_hex);
 	free(f->mountpoint);
 	free(f);

@@ -66,19 +66,6 @@ static void read_piece_done(void *ud, int res)
 		read_finish(rd);
 }
 
-/* The first READ of chunk c of the image counts it (a bit per chunk, the
- * bitmap made at the mount's first READ; without memory it is not counted). */
-static void count_chunk(struct fs *f, uint32_t c, uint32_t size)
-{
-	if (!f->read_seen && !(f->read_seen = calloc(f->info.chunks / 8 + 1, 1)))
-		return;
-	if (c >= f->info.chunks || (f->read_seen[c / 8] & (1u << (c % 8))))
-		return;
-	f->read_seen[c / 8] |= (uint8_t)(1u << (c % 8));
-	f->chunks_read++;
-	f->bytes_read += size;
-}
-
 /* Start one cache_read per extent piece of [off, off+len) of ino (a file of
  * size bytes) and zero the holes.  Pieces that start count toward
  * rd->pending. */
@@ -119,8 +106,10 @@ static int read_start(struct fs *f, fuse_ino_t ino, struct fs_read *rd, uint64_t
 			return r;
 		if ((uint64_t)ex.chunk_off + ex.len > ic.size)
 			return -EBADMSG;
-		ahead_touch(f->ahead, ex.chunk);
-		count_chunk(f, ex.chunk, ic.size);
+		if (ahead_touch(f->ahead, ex.chunk)) {
+			f->chunks_read++;
+			f->bytes_read += ic.size;
+		}
 		ahead_chunk(f->ahead, ex.chunk, &ic, &cc);
 		r = cache_read_near(f->p.cache, f->p.store, &cc,
 		                    (uint32_t)(ex.chunk_off + (s - ex.file_off)), (uint32_t)(e - s),

@@ -350,11 +350,11 @@ static void test_ahead__record_first_reads(void **state)
 	const uint32_t *v;
 	size_t n;
 
-	ahead_touch(a, 7);
-	ahead_touch(a, 3);
-	ahead_touch(a, 7);
-	ahead_touch(a, 12);
-	ahead_touch(a, NCHUNKS + 5);            /* not a chunk of the image */
+	assert_true(ahead_touch(a, 7));
+	assert_true(ahead_touch(a, 3));
+	assert_false(ahead_touch(a, 7));        /* a second touch is not a first */
+	assert_true(ahead_touch(a, 12));
+	assert_false(ahead_touch(a, NCHUNKS + 5));   /* not a chunk of the image */
 	v = ahead_trace(a, &n);
 	assert_int_equal(n, 3);
 	assert_int_equal(v[0], 7);

@@ -14,6 +14,7 @@
 . "$REPO/tests/lib/registry.sh"
 need_root
 need_cmd umoci skopeo python3 docker-registry htpasswd curl zstd
+need_faultproxy
 workdir
 store=dir:$WORK/store
 data=$WORK/registry

@@ -17,6 +17,7 @@
 . "$(dirname "$0")/../lib/nginx.sh"
 need_root
 need_cmd python3
+need_faultproxy
 workdir
 store=$WORK/store
 mnt=$WORK/mnt

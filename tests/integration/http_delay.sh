@@ -11,6 +11,7 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/nginx.sh"
 need_cmd nginx curl
+need_faultproxy
 workdir
 
 mkdir -p "$WORK/data/d"

@@ -13,6 +13,7 @@
 . "$(dirname "$0")/../lib/nginx.sh"
 need_root
 need_cmd python3 fusermount3 nginx openssl
+need_faultproxy
 workdir
 mnt=$WORK/mnt
 mkdir -p "$mnt"

@@ -18,6 +18,7 @@
 . "$(dirname "$0")/../lib/rgw.sh"
 need_root
 need_cmd python3 fusermount3 curl ceph-mon ceph-osd radosgw
+need_faultproxy
 workdir
 mnt=$WORK/mnt
 mkdir -p "$mnt"

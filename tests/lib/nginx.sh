@@ -12,6 +12,7 @@
 #                            is https://127.0.0.1:PORT)
 #   nginx_stop               stop it now
 #   wait_port PORT           poll 127.0.0.1:PORT until it accepts (bounded: 10 s)
+#   need_faultproxy          exit 77 (skip) when build/tests/faultproxy is not built
 #   faultproxy_start PORT    start build/tests/faultproxy in front of 127.0.0.1:PORT; sets
 #                            PROXY_URL, PROXY_PID and PROXY_CONTROL (the file that selects
 #                            the fault: see tests/helpers/faultproxy.c); stops it at exit
@@ -127,9 +128,17 @@ nginx_stop() {
 	NGINX_PID=
 }
 
+_FAULTPROXY=${LAZYROOT_BUILD:-$REPO/build}/tests/faultproxy
+
+need_faultproxy() {
+	[ -x "$_FAULTPROXY" ] && return 0
+	log "$_FAULTPROXY is missing (make tests-build); skipping"
+	exit 77
+}
+
 faultproxy_start() {
-	local upstream=$1 bin=${LAZYROOT_BUILD:-$REPO/build}/tests/faultproxy port
-	[ -x "$bin" ] || { echo "$bin is missing: make build/tests/faultproxy" >&2; return 1; }
+	local upstream=$1 bin=$_FAULTPROXY port
+	[ -x "$bin" ] || { echo "$bin is missing (make tests-build)" >&2; return 77; }
 	PROXY_CONTROL=$(mktemp "${TMPDIR:-/tmp}/lazyroot-fault.XXXXXX")
 	cleanup_add rm -f "$PROXY_CONTROL" "$PROXY_CONTROL.new"
 	coproc FAULTPROXY { exec "$bin" --upstream "$upstream" --control "$PROXY_CONTROL" 2>/dev/null; }

@@ -72,6 +72,7 @@ for f in "reset 3" "500 2" "503 2" "truncate 3"; do
 	fault ""
 	check "$LAZYROOT" mount f:1 "$mnt" --store "$store" --s3-endpoint "$PROXY_URL" --cache "$cache"
 	fault "$f match /chunks/"
+	check cmp_files "$WORK/src" "$mnt"
 	check compare_trees --no-atime --ignore-root-mtime "$WORK/src" "$mnt"
 	log "fault '$f': $(stat_of store_retries) retries, $(stat_of errors) errors"
 	check test "$(stat_of store_retries)" -gt 0

@@ -155,6 +155,7 @@ n=0
 for mirrors in "$nginx_dead,$store" "s3://$RGW_BUCKET/images/empty,$NGINX_URL"; do
 	cache=$WORK/cache-mirrors-$((++n))
 	check "$LAZYROOT" mount files:1 "$mnt" --store "$mirrors" --cache "$cache"
+	check cmp_files "$src/files" "$mnt"
 	check compare_trees --no-atime --ignore-root-mtime "$src/files" "$mnt"
 	failovers=$("$LAZYROOT" cache stats --cache "$cache" --json |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["store_failovers"])')

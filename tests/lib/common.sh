@@ -16,6 +16,11 @@
 #   check_status N CMD...    the same, but CMD must exit with status N
 #   compare_trees [treecmp options] A B
 #                            treecmp A B; prints the differences (the first 50) on stderr
+#   cmp_files SRC DST        cmp every regular file under SRC with its namesake under DST, 8
+#                            at once; prints the differences and failed reads (the first 20)
+#                            on stderr. Readers at once keep a store's transfers in flight, so
+#                            that retry backoffs and stalls of a faulty store overlap instead
+#                            of adding up behind one reader
 #   free_port                a loopback TCP port nothing listens on, for a server to bind
 # and sets $REPO (the checkout), $LAZYROOT (the binary under test, from $LAZYROOT_BIN) and
 # $TREECMP. A failed check does not stop the script, so that one run shows every failure; the
@@ -140,4 +145,13 @@ compare_trees() {
 		[ "$(wc -l <<<"$out")" -le 50 ] || echo "  treecmp: ... $(wc -l <<<"$out") differences in all" >&2
 	fi
 	return "$rc"
+}
+
+cmp_files() {
+	local out
+	# one cmp a file: a batch of files would be read one after another by one reader
+	out=$(cd "$1" && find . -type f -print0 | xargs -0 -P 8 -I{} cmp -- {} "$2/{}" 2>&1) || true
+	[ -z "$out" ] && return 0
+	head -n 20 <<<"$out" | sed 's/^/  cmp_files: /' >&2
+	return 1
 }

@@ -174,6 +174,7 @@ check_store_outage() {
 	check cmp "$src/big/b00" "$mnt/big/b00"   # cached: still served
 	fault ""
 	check cmp "$src/big/b01" "$mnt/big/b01"
+	check cmp_files "$src" "$mnt"
 	check compare_trees --no-atime --ignore-root-mtime "$src" "$mnt"
 }
 
@@ -183,6 +184,7 @@ check_corrupt_mirror() {
 		python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 	fault "flip 1 match /chunks/"
 	check "$LAZYROOT" mount "$ref" "$mnt" --store "$stores" --cache "$cache"
+	check cmp_files "$src" "$mnt"
 	check compare_trees --no-atime --ignore-root-mtime "$src" "$mnt"
 	vf=$(_mirror_stat verify_failures) fo=$(_mirror_stat store_failovers)
 	errs=$(_mirror_stat errors)

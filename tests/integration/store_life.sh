@@ -218,12 +218,13 @@ kill_suite() {  # KIND STORE-URL
 			--tag "kill:$i" --no-progress >/dev/null &
 		local bp=$!
 		"$LAZYROOT" image rm "kill:$((i - 1))" --store "$s" 2>/dev/null || true
-		timeout -s KILL "0.0$((RANDOM % 9 + 1))" "$LAZYROOT" store gc --grace 0 --lease-ttl 4 \
+		timeout -s KILL "0.0$((RANDOM % 9 + 1))" "$LAZYROOT" store gc --grace 0 --lease-ttl 2 \
 			--store "$s" >/dev/null 2>&1 || true
 		check wait "$bp"
 	done
-	# the killed collector's lease lapses (4 s); then a rerun finishes
-	# (a collector killed meanwhile holds its lease until it lapses: "at work" until then)
+	# the killed collector's lease lapses (2 s, the shortest --lease-ttl takes: it only has to
+	# outlive the 10-90 ms before the kill); then a rerun finishes (a collector killed
+	# meanwhile holds its lease until it lapses: "at work" until then)
 	for i in $(seq 40); do
 		out=$("$LAZYROOT" store gc --grace 0 --wait --lease-ttl 4 --json --store "$s" 2>&1) && break
 		grep -q "another collector is at work" <<<"$out" || break

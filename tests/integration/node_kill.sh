@@ -1,6 +1,7 @@
 #!/bin/bash
 # The worker of the node service killed with kill -9, 20 times at random moments, while 16
-# sandboxes on one image stream and checksum every file of it: each takeover restores every
+# sandboxes on one image stream and checksum every file of it, pass after pass until the last
+# kill (so that every kill lands while all 16 read): each takeover restores every
 # connection and has the kernel resend what the dead worker had read, so every sandbox exits 0,
 # every checksum matches the source, nothing hangs (every wait is bounded), and the node counts
 # 20 takeovers.

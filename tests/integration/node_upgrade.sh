@@ -1,7 +1,8 @@
 #!/bin/bash
 # `lazyroot node upgrade` 20 times, alternating between two copies of the binary (built
 # separately: a different file, so every upgrade execs a new image), while 16 sandboxes on one
-# image stream and checksum every file of it: the old worker leaves every connection to the
+# image stream and checksum every file of it, pass after pass until the last upgrade (so that
+# every upgrade happens while all 16 read): the old worker leaves every connection to the
 # new one, so every sandbox exits 0 and every checksum matches the source.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"

@@ -58,7 +58,11 @@ in_range() {
 		'{ u = $1 < 0 ? $1 + 4294967296 : $1 } u >= lo && u < hi && $2 !~ /^Z/')" ]
 }
 wakeups() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
-SB_EXEC=1 sb_run --name "$SB_NAME-idle" -- sleep 10 &
+# The sandbox waits for a line on its stdin (a fifo the test holds open), so that it ends as
+# soon as the measure is taken rather than at a fixed time (bounded: --timeout).
+mkfifo "$WORK/idle.go"
+exec {idle_go}<>"$WORK/idle.go"
+SB_EXEC=1 sb_run --name "$SB_NAME-idle" --timeout 60 -- sh -c 'read -r x' <"$WORK/idle.go" &
 idle=$!
 for _ in $(seq 300); do in_range && break; sleep 0.1; done
 w0=$(wakeups "$idle") || true
@@ -66,7 +70,9 @@ sleep 3   # the idle time measured, not a wait for readiness
 w1=$(wakeups "$idle") || true
 check test -n "$w0" -a -n "$w1"
 check test "$((${w1:-0} - ${w0:-0}))" -lt 10
+echo go >&"$idle_go"
 check wait "$idle"
+exec {idle_go}>&-
 
 # The wall clock holds whatever the reader of the output does: with the reader stopped, a
 # sandbox that floods its output and burns CPU is still ended at its timeout (the launcher

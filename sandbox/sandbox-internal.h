@@ -382,6 +382,9 @@ int landlock_apply(const struct sandbox *sb);
 /* The paths hidden at the start: the policy's hide list and the starting
  * stage's.  *ret borrows the strings of sb; free only the array. */
 int policy_hidden(const struct sandbox *sb, struct strv *ret);
+/* Does the init hide any path at its start (landlock on, policy_hidden not
+ * empty)? */
+bool policy_hides(const struct sandbox *sb);
 /* "A.B.C.D:PORT", "[V6]:PORT" or "host:PORT" into *a.  -EINVAL. */
 int policy_parse_addr(const char *v, struct sandbox_addr *a);
 /* The starting stage, or NULL when the policy declares none. */

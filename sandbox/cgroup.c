@@ -319,6 +319,48 @@ int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg)
 	return 0;
 }
 
+int cgroups_self_open(const struct sandbox_cgroups *cg, int fds[CG_COUNT])
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < CG_COUNT; i++)
+		fds[i] = -1;
+	for (int i = 0; i < CG_COUNT; i++) {
+		if (!cg->path[i] || cg->v2[i] || seen_before(cg, i))
+			continue;
+		snprintf(path, sizeof(path), "%s/tasks", cg->path[i]);
+		fds[i] = open(path, O_WRONLY | O_CLOEXEC);
+		if (fds[i] < 0) {
+			int r = log_errno(-errno, "cgroup '%s'", cg->path[i]);
+
+			cgroups_self_close(fds);
+			return r;
+		}
+	}
+	return 0;
+}
+
+void cgroups_self_close(int fds[CG_COUNT])
+{
+	for (int i = 0; i < CG_COUNT; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+int cgroups_self_move(int fds[CG_COUNT])
+{
+	int r = 0;
+
+	for (int i = 0; i < CG_COUNT && r == 0; i++)
+		if (fds[i] >= 0 && write(fds[i], "0", 1) < 0)
+			r = log_errno(-errno, "cgroup: move the sandbox into its %s cgroup",
+			              ctrl_name[i]);
+	cgroups_self_close(fds);
+	return r;
+}
+
 int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 {
 	char v[32];
@@ -328,7 +370,9 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 	for (int i = 0; i < CG_COUNT; i++) {
 		if (!cg->path[i] || seen_before(cg, i))
 			continue;
-		if (in_unified && cg->v2[i])
+		if (!cg->v2[i])
+			continue;   /* the init moves itself: cgroups_self_move */
+		if (in_unified)
 			continue;   /* cloned into it: CLONE_INTO_CGROUP */
 		r = write_attr(cg->path[i], "cgroup.procs", v);
 		if (r < 0)

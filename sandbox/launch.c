@@ -66,6 +66,7 @@ struct child_ctx {
 	char *const *argv;
 	int sock, in, out_w, err_w;
 	bool pooled_net;        /* in a pooled network namespace (pool.c) */
+	int *cg_tasks;          /* v1 tasks files to move into (cgroups_self_move) */
 };
 
 static int send_fds(int sock, const int *fds, size_t n)
@@ -192,6 +193,10 @@ static __attribute__((noreturn)) void init_main(struct child_ctx *c)
 
 	/* Die with the launcher; if it already died, the receive below fails. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Into the v1 cgroups before anything else: what the init allocates
+	 * from here on is charged to the sandbox. */
+	if (cgroups_self_move(c->cg_tasks) < 0)
+		_exit(SETUP_FAILED);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
@@ -834,6 +839,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	struct id_slot ids = ID_SLOT_INIT;
 	_cleanup_free_ struct lent_bind *lent = NULL;
 	_cleanup_close_ int sigfd = -1, pidfd = -1, cgfd = -1;
+	int cg_tasks[CG_COUNT] = { -1, -1, -1, -1 };
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, sp[2] = { -1, -1 }, in = -1;
 	struct clone_args ca = { 0 };
 	struct watch w = { .sb = sb, .pidfd = -1,
@@ -958,6 +964,11 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		ca.flags |= CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)cgfd;
 	}
+	r = cgroups_self_open(&cg, cg_tasks);
+	if (r < 0) {
+		cg_left = cgroups_end(&cslot, &cg) < 0;
+		goto restore;
+	}
 	/* A pooled network namespace is entered by the launcher and inherited
 	 * by the clone; otherwise the sandbox gets a new one of its own. */
 	if (nslot.lock_fd >= 0) {
@@ -990,7 +1001,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		back_to_root();
 	if (pid == 0) {
 		struct child_ctx c = { sb, name, argv, sp[1], in, out[1], err[1],
-		                       nslot.lock_fd >= 0 };
+		                       nslot.lock_fd >= 0, cg_tasks };
 
 		close(sp[0]);
 		close(out[0]);
@@ -1010,6 +1021,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		}
 		init_main(&c);
 	}
+	cgroups_self_close(cg_tasks);
 	if (pid < 0)
 		r = log_errno(-errno, "run: clone the sandbox");
 	if (nslot.lock_fd >= 0) {
@@ -1082,6 +1094,7 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	r = 0;
 restore:
 close_all:
+	cgroups_self_close(cg_tasks);
 	/* Every process of the sandbox is gone by now (the init waited for
 	 * them): its namespace may go back to the pool. */
 	netns_slot_release(&nslot);

@@ -647,3 +647,10 @@ int policy_hidden(const struct sandbox *sb, struct strv *ret)
 	ret->n = n;
 	return 0;
 }
+
+bool policy_hides(const struct sandbox *sb)
+{
+	const struct sandbox_stage *st = policy_start_stage(sb);
+
+	return sb->landlock && (sb->hide.n || (st && st->hide.n));
+}

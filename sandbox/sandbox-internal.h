@@ -141,11 +141,25 @@ int cgroups_resolve(const struct sandbox *sb, const char *name, struct sandbox_c
 /* Make the directories cgroups_resolve named and write the limits of sb.  On
  * failure nothing is left and the paths are freed. */
 int cgroups_make(const struct sandbox *sb, struct sandbox_cgroups *cg);
-/* Move pid into every cgroup of cg; with in_unified, pid already sits in the
- * cgroup2 directory (cloned into it), so only v1 hierarchies are written.
- * Each cgroup.procs write takes the kernel's cgroup_threadgroup_rwsem for
- * writing, which waits for an RCU grace period (~5-15 ms here) unless another
- * write came shortly before or the cgroup2 mount has favordynmods. */
+/* The sandbox's init moves itself into cg's v1 cgroups, writing 0 to each
+ * one's tasks file through a descriptor the launcher opened before the
+ * clone (the kernel checks the opener's credentials, root's).  A write of
+ * pid N to cgroup.procs takes the kernel's global cgroup_threadgroup_rwsem
+ * for writing, which waits for an RCU grace period (~5-15 ms here) unless
+ * another write came shortly before or the cgroup2 mount has favordynmods,
+ * and it waits holding cgroup_mutex, so every other launcher's clone into
+ * its cgroup waited too.  A thread that moves itself through tasks takes
+ * neither the semaphore nor the wait (the init is single-threaded, so the
+ * thread is the process); docs/perf-log.md, "Launch CPU, third pass".
+ * cgroups_self_open: fds[i] the tasks file of each v1 hierarchy of cg, -1
+ * elsewhere (on failure all -1, logged).  cgroups_self_move, in the init:
+ * the writes, then closes them all.  cgroups_self_close: closes them. */
+int cgroups_self_open(const struct sandbox_cgroups *cg, int fds[CG_COUNT]);
+int cgroups_self_move(int fds[CG_COUNT]);
+void cgroups_self_close(int fds[CG_COUNT]);
+/* Move pid into cg's cgroup2 hierarchies the init is not in yet: none when
+ * it was cloned into its cgroup2 directory (in_unified); v1 ones are the
+ * init's own move (cgroups_self_move). */
 int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified);
 /* Counters read while the sandbox runs and after it ends. */
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg);
@@ -368,6 +382,9 @@ int landlock_apply(const struct sandbox *sb);
 /* The paths hidden at the start: the policy's hide list and the starting
  * stage's.  *ret borrows the strings of sb; free only the array. */
 int policy_hidden(const struct sandbox *sb, struct strv *ret);
+/* Does the init hide any path at its start (landlock on, policy_hidden not
+ * empty)? */
+bool policy_hides(const struct sandbox *sb);
 /* "A.B.C.D:PORT", "[V6]:PORT" or "host:PORT" into *a.  -EINVAL. */
 int policy_parse_addr(const char *v, struct sandbox_addr *a);
 /* The starting stage, or NULL when the policy declares none. */

@@ -168,10 +168,13 @@ static int make_target(int rootfd, const char *path, bool dir)
  * a read-only mount of its own: every mask is a bind of one of the two, so
  * masking makes no superblock (each costs every memory cgroup on the node,
  * see the top of this file).  mask_fd, a detached clone of it made before
- * the pivot, serves the masks made after it (mask_path). */
+ * the pivot, serves the masks made after it (mask_path): the paths the
+ * policy hides.  Made only for a policy that hides some: closing a detached
+ * mount tree costs an expedited RCU grace period (IPIs to every CPU, and
+ * the init waits), docs/perf-log.md, "Launch CPU, third pass". */
 static int mask_fd = -1;
 
-static int mask_init(void)
+static int mask_init(bool keep_fd)
 {
 	int fd, r = make_dir(BASE "/mask", 0755);
 
@@ -191,7 +194,7 @@ static int mask_init(void)
 	if (r == 0)
 		r = do_mount(NULL, BASE "/mask", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
 		             MS_NODEV | MS_NOEXEC, NULL);
-	if (r < 0)
+	if (r < 0 || !keep_fd)
 		return r;
 	fd = open_tree(AT_FDCWD, BASE "/mask", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (fd < 0)
@@ -252,7 +255,7 @@ static const char *const proc_ro[] = { "sys", "irq", "bus" };
  * channel: Platypus). */
 static const char *const sys_masked[] = { ROOT "/sys/firmware", ROOT "/sys/devices/virtual/powercap" };
 
-static int setup_proc(void)
+static int setup_proc(const struct sandbox *sb)
 {
 	char path[64];
 	int r;
@@ -261,7 +264,7 @@ static int setup_proc(void)
 	if (r == 0)
 		r = do_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	if (r == 0)
-		r = mask_init();
+		r = mask_init(policy_hides(sb));
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_ro); i++) {
 		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_ro[i]);
 		if (access(path, F_OK) < 0)
@@ -506,7 +509,7 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 	r = do_mount("overlay", ROOT, "overlay", MS_NOSUID | MS_NODEV,
 	             "lowerdir=" BASE "/lower,upperdir=" BASE "/upper,workdir=" BASE "/work,userxattr");
 	if (r == 0)
-		r = setup_proc();
+		r = setup_proc(sb);
 	if (r == 0 && sb->sysfs) {
 		r = own_dir(ROOT "/sys", 0555);
 		if (r == 0)

@@ -7,7 +7,7 @@
 #     timeout is 1 s): each on a fresh cache, every byte read through the mount is
 #     right, no read fails, and the retries are counted;
 #  2. the store goes away (the proxy refuses connections) during a workload: a read of
-#     an uncached file waits for --fetch-timeout (2 s), then fails with EIO; the daemon
+#     an uncached file waits for --fetch-timeout (1 s), then fails with EIO; the daemon
 #     lives on; when the store is back the same mount serves the file, no remount;
 #  3. two mirrors, the first flipping a bit in every chunk body: nothing wrong is ever
 #     served, every file is right, the second mirror served them (failovers counted).
@@ -65,7 +65,7 @@ done
 # --- 2. the store goes away during a workload, then comes back
 cache=$WORK/cache2
 fault ""
-check "$LAZYROOT" mount faults:1 "$mnt" --store "$PROXY_URL" --cache "$cache" --fetch-timeout 2
+check "$LAZYROOT" mount faults:1 "$mnt" --store "$PROXY_URL" --cache "$cache" --fetch-timeout 1
 check_store_outage "$mnt" "$WORK/src"
 unmount_it
 

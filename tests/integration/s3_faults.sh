@@ -84,7 +84,7 @@ done
 cache=$WORK/cache-down
 fault ""
 check "$LAZYROOT" mount f:1 "$mnt" --store "$store" --s3-endpoint "$PROXY_URL" --cache "$cache" \
-	--fetch-timeout 2
+	--fetch-timeout 1
 check_store_outage "$mnt" "$WORK/src"
 unmount_it
 

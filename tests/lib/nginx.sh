@@ -19,7 +19,7 @@
 #   fault WORDS...           set the proxy's fault ("" for none), atomically
 #   check_store_outage MNT SRC
 #                            with MNT a mount of the tree SRC (big/b00 and big/b01 in it)
-#                            through the proxy with --fetch-timeout 2: take the store away
+#                            through the proxy with --fetch-timeout 1: take the store away
 #                            (fault down), check that a read of a missing chunk fails with
 #                            EIO within 1-15 s while the mount stays and serves what it has,
 #                            then bring it back and check the same mount serves everything

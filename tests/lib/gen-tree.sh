@@ -45,6 +45,43 @@ fi
 d=$(cd "$d" && pwd)
 cd "$d"
 
+# Times are set last, on the finished tree: every mtime sticks.
+set_times() {
+	find . -depth ! -type d -exec touch -h -d '2001-02-03 04:05:06.123456789 UTC' {} +
+	touch -h -d '1969-07-20 20:17:40.500000001 UTC' times/before-1970
+	touch -h -d '2100-01-01 00:00:00.999999999 UTC' times/after-2038
+	touch -h -d '2011-11-11 11:11:11.000000001 UTC' links/relative dev/fifo dev/loop200
+	# Access time differs from mtime on one file.
+	touch -h -a -d '2005-05-05 05:05:05.555555555 UTC' files/small.txt
+	find . -depth -type d -exec touch -h -d '2002-03-04 05:06:07.987654321 UTC' {} +
+	chmod 0755 .
+	chown 0:0 .
+	touch -h -d '2003-04-05 06:07:08.246813579 UTC' .
+}
+
+# Making the tree takes seconds of many small commands; five tests use it. Made once, it is kept
+# in the fixtures cache (keyed by this script) and copied with cp -a (tests/integration/fixtures.sh
+# proves the copy exact), times set again on the copy (reading the cache moves its atimes).
+# LAZYROOT_GEN_TREE_CACHE=off makes it afresh (fixtures.sh: it proves this script).
+cache=
+if [ "${LAZYROOT_GEN_TREE_CACHE:-on}" != off ]; then
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	cache=${LAZYROOT_FIXTURES:-$repo/tests/.cache}
+	mkdir -p "$cache"
+	cache=$(cd "$cache" && pwd)/gen-tree-$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+fi
+save_cache() {
+	[ -n "$cache" ] && [ ! -d "$cache" ] || return 0
+	local tmp
+	tmp=$(mktemp -d "$cache.XXXXXX")
+	cp -a "$d/." "$tmp/" && mv -T "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"
+}
+if [ -n "$cache" ] && [ -d "$cache" ]; then
+	cp -a "$cache/." "$d/"
+	set_times
+	exit 0
+fi
+
 # rnd FILE SIZE SEED: SIZE bytes from a seeded generator.
 rnd() {
 	python3 -c 'import random, sys
@@ -213,13 +250,5 @@ setfacl -d -m u:65534:r acl/dir/sub
 mkdir times
 printf 'old\n' >times/before-1970
 printf 'new\n' >times/after-2038
-find . -depth ! -type d -exec touch -h -d '2001-02-03 04:05:06.123456789 UTC' {} +
-touch -h -d '1969-07-20 20:17:40.500000001 UTC' times/before-1970
-touch -h -d '2100-01-01 00:00:00.999999999 UTC' times/after-2038
-touch -h -d '2011-11-11 11:11:11.000000001 UTC' links/relative dev/fifo dev/loop200
-# Access time differs from mtime on one file.
-touch -h -a -d '2005-05-05 05:05:05.555555555 UTC' files/small.txt
-find . -depth -type d -exec touch -h -d '2002-03-04 05:06:07.987654321 UTC' {} +
-chmod 0755 .
-chown 0:0 .
-touch -h -d '2003-04-05 06:07:08.246813579 UTC' .
+save_cache
+set_times

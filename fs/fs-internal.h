@@ -161,6 +161,8 @@ struct fs_open_rec {
 	uint32_t unused;
 };
 
+struct fs_whole_later;
+
 struct fs {
 	struct fs_params p;
 	char *mountpoint;               /* canonical, owned */
@@ -196,6 +198,7 @@ struct fs {
 	bool pt_on;                     /* passthrough negotiated: OPEN is answered */
 	int32_t reply_backing_id;       /* > 0: the OPEN reply being sent passes through */
 	unsigned timers;                /* timers pending (they hold f) */
+	struct fs_whole_later *whole_laters;   /* fs_whole_file_soon()'s, pending */
 	uint64_t last_read_ns;          /* now_ns() of the latest READ */
 	uint64_t last_req_ns;           /* now_ns() of the latest batch of requests */
 	uint64_t requests;              /* requests read */
@@ -220,6 +223,10 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* A reader reached the end of candidate ino: have its object made (or
  * checked) soon, so that its next open passes through. */
 void fs_whole_file_soon(struct fs *f, uint64_t ino, uint64_t size);
+/* A mount on its way out (fs_leave, fs_free): the objects fs_whole_file_soon()
+ * would make are not made, and its timers end now, not up to
+ * FS_PT_LATEST_NS later (the drain waits for every timer). */
+void fs_whole_laters_cancel(struct fs *f);
 /* Opens the kernel holds that f counts. */
 uint32_t fs_open_count(const struct fs *f);
 

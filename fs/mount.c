@@ -323,6 +323,7 @@ void fs_leave(struct fs *f)
 	f->leaving = true;
 	if (f->ahead)
 		ahead_close(f->ahead);
+	fs_whole_laters_cancel(f);
 	fs_cpu_release(f);
 	if (f->polling)
 		(void)loop_cancel_poll(f->p.loop, f->poll_id);
@@ -341,6 +342,7 @@ void fs_free(struct fs *f)
 	f->closing = true;
 	if (f->ahead)
 		ahead_close(f->ahead);
+	fs_whole_laters_cancel(f);
 	fs_cpu_release(f);
 	if (f->se && f->mounted && !f->finished) {
 		/* Detach, keeping the session fd: a mount still in use goes on

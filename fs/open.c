@@ -15,6 +15,7 @@ static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_p
                        unsigned *ret_n);
 static int whole_file(struct fs *f, uint64_t ino, uint64_t size, bool make, cache_cb cb,
                       void *ud);
+static void whole_later_cb(void *ud, int res);
 
 /* The record of ino in the open table, or NULL. */
 static struct fs_open_rec *open_find(struct fs *f, uint64_t ino)
@@ -312,9 +313,27 @@ static int whole_file(struct fs *f, uint64_t ino, uint64_t size, bool make, cach
 
 struct fs_whole_later {
 	struct fs *f;
+	struct fs_whole_later *prev, *next;   /* f->whole_laters */
+	int64_t timer;
 	uint64_t ino, size;
 	uint64_t latest_ns;             /* made by then, idle or not */
 };
+
+static bool whole_later_arm(struct fs_whole_later *w, uint64_t ns)
+{
+	struct fs *f = w->f;
+
+	w->timer = loop_timer(f->p.loop, ns, whole_later_cb, w);
+	if (w->timer < 0)
+		return false;
+	w->prev = NULL;
+	w->next = f->whole_laters;
+	if (w->next)
+		w->next->prev = w;
+	f->whole_laters = w;
+	f->timers++;
+	return true;
+}
 
 static void whole_later_cb(void *ud, int res)
 {
@@ -323,16 +342,21 @@ static void whole_later_cb(void *ud, int res)
 	uint64_t now = now_ns(), idle_at = f->last_read_ns + FS_PT_DELAY_NS;
 
 	f->timers--;
-	if (!f->pt_on || f->finished) {
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		f->whole_laters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	/* a mount on its way out makes nothing more (fs_whole_laters_cancel) */
+	if (res == -ECANCELED || f->closing || !f->pt_on || f->finished) {
 		free(w);
 		return;
 	}
 	/* reads are still arriving: wait for a quiet spell */
 	if (now < idle_at && now < w->latest_ns &&
-	    loop_timer(f->p.loop, MIN(idle_at, w->latest_ns) - now, whole_later_cb, w) >= 0) {
-		f->timers++;
+	    whole_later_arm(w, MIN(idle_at, w->latest_ns) - now))
 		return;
-	}
 	(void)whole_file(f, w->ino, w->size, true, NULL, NULL);
 	free(w);
 }
@@ -343,11 +367,15 @@ void fs_whole_file_soon(struct fs *f, uint64_t ino, uint64_t size)
 
 	if (!w)
 		return;
-	*w = (struct fs_whole_later){ f, ino, size, now_ns() + FS_PT_LATEST_NS };
-	if (loop_timer(f->p.loop, FS_PT_DELAY_NS, whole_later_cb, w) < 0) {
+	*w = (struct fs_whole_later){ .f = f, .ino = ino, .size = size,
+	                              .latest_ns = now_ns() + FS_PT_LATEST_NS };
+	if (!whole_later_arm(w, FS_PT_DELAY_NS))
 		free(w);
-		return;
-	}
-	f->timers++;
+}
+
+void fs_whole_laters_cancel(struct fs *f)
+{
+	for (struct fs_whole_later *w = f->whole_laters; w; w = w->next)
+		(void)loop_cancel_timer(f->p.loop, w->timer);
 }
 

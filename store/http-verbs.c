@@ -73,8 +73,10 @@ static int http_head(struct store *s, const char *key, store_cb cb, void *ud)
 	return xfer_status(s, X_HEAD, key, cb, ud);
 }
 
-static int http_put(struct store *s, const char *key, const void *data, size_t len,
-                    store_cb cb, void *ud)
+/* A PUT of data at key; on s3 signed, and with if_none_match refused by the
+ * server when the key exists (412). */
+static int put_start(struct store *s, const char *key, const void *data, size_t len,
+                     bool if_none_match, store_cb cb, void *ud)
 {
 	struct xfer *x;
 	int r = http_xfer_new(s, X_PUT, key, &x);
@@ -83,6 +85,7 @@ static int http_put(struct store *s, const char *key, const void *data, size_t l
 		return r;
 	x->put_data = data;
 	x->put_len = len;
+	x->if_none_match = if_none_match;
 	if (H(s)->s3) {
 		uint8_t d[SHA256_SIZE];
 		char hex[SHA256_HEX_SIZE];
@@ -90,15 +93,23 @@ static int http_put(struct store *s, const char *key, const void *data, size_t l
 		sha256(data, len, d);
 		hex_encode(d, sizeof(d), hex);
 		r = http_s3_headers(H(s), x, hex);
-		if (r < 0) {
-			http_xfer_free(x);
-			return r;
-		}
+	}
+	if (r == 0 && if_none_match && !curl_slist_append(x->headers, "If-None-Match: *"))
+		r = -ENOMEM;
+	if (r < 0) {
+		http_xfer_free(x);
+		return r;
 	}
 	x->cb = cb;
 	x->ud = ud;
 	http_xfer_submit(H(s), x);
 	return 0;
+}
+
+static int http_put(struct store *s, const char *key, const void *data, size_t len,
+                    store_cb cb, void *ud)
+{
+	return put_start(s, key, data, len, false, cb, ud);
 }
 
 static int http_delete(struct store *s, const char *key, store_cb cb, void *ud)
@@ -164,32 +175,9 @@ static int http_move(struct store *s, const char *from, const char *to, bool rep
 static int http_put_new(struct store *s, const char *key, const void *data, size_t len,
                         store_cb cb, void *ud)
 {
-	struct xfer *x;
-	uint8_t d[SHA256_SIZE];
-	char hex[SHA256_HEX_SIZE];
-	int r;
-
 	if (!H(s)->s3)
 		return -EOPNOTSUPP;
-	r = http_xfer_new(s, X_PUT, key, &x);
-	if (r < 0)
-		return r;
-	x->put_data = data;
-	x->put_len = len;
-	x->if_none_match = true;
-	sha256(data, len, d);
-	hex_encode(d, sizeof(d), hex);
-	r = http_s3_headers(H(s), x, hex);
-	if (r == 0 && !curl_slist_append(x->headers, "If-None-Match: *"))
-		r = -ENOMEM;
-	if (r < 0) {
-		http_xfer_free(x);
-		return r;
-	}
-	x->cb = cb;
-	x->ud = ud;
-	http_xfer_submit(H(s), x);
-	return 0;
+	return put_start(s, key, data, len, true, cb, ud);
 }
 
 /* The store's clock: the Date of an answer (a HEAD of a key nobody writes). */

@@ -268,21 +268,6 @@ struct cache {
 	struct wfiles *wf;               /* whole-file objects (files.c) */
 };
 
-#define LIST_UNLINK(l, e, prev, next) do {                                    \
-	if ((e)->prev) (e)->prev->next = (e)->next; else (l)->head = (e)->next; \
-	if ((e)->next) (e)->next->prev = (e)->prev; else (l)->tail = (e)->prev; \
-	(e)->prev = (e)->next = NULL;                                          \
-} while (0)
-#define LIST_PUSH_HEAD(l, e, prev, next) do {                                 \
-	(e)->prev = NULL; (e)->next = (l)->head;                               \
-	if ((l)->head) (l)->head->prev = (e); else (l)->tail = (e);            \
-	(l)->head = (e);                                                       \
-} while (0)
-#define LIST_PUSH_TAIL(l, e, prev, next) do {                                 \
-	(e)->next = NULL; (e)->prev = (l)->tail;                               \
-	if ((l)->tail) (l)->tail->next = (e); else (l)->head = (e);            \
-	(l)->tail = (e);                                                       \
-} while (0)
 
 static inline uint64_t name_key(const uint8_t name[HASH_SIZE])
 {

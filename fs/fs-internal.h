@@ -198,7 +198,9 @@ struct fs {
 	bool pt_on;                     /* passthrough negotiated: OPEN is answered */
 	int32_t reply_backing_id;       /* > 0: the OPEN reply being sent passes through */
 	unsigned timers;                /* timers pending (they hold f) */
-	struct fs_whole_later *whole_laters;   /* fs_whole_file_soon()'s, pending */
+	struct {                        /* fs_whole_file_soon()'s, pending */
+		struct fs_whole_later *head, *tail;
+	} whole_laters;
 	uint64_t last_read_ns;          /* now_ns() of the latest READ */
 	uint64_t last_req_ns;           /* now_ns() of the latest batch of requests */
 	uint64_t requests;              /* requests read */

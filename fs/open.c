@@ -326,11 +326,7 @@ static bool whole_later_arm(struct fs_whole_later *w, uint64_t ns)
 	w->timer = loop_timer(f->p.loop, ns, whole_later_cb, w);
 	if (w->timer < 0)
 		return false;
-	w->prev = NULL;
-	w->next = f->whole_laters;
-	if (w->next)
-		w->next->prev = w;
-	f->whole_laters = w;
+	LIST_PUSH_HEAD(&f->whole_laters, w, prev, next);
 	f->timers++;
 	return true;
 }
@@ -342,12 +338,7 @@ static void whole_later_cb(void *ud, int res)
 	uint64_t now = now_ns(), idle_at = f->last_read_ns + FS_PT_DELAY_NS;
 
 	f->timers--;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		f->whole_laters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	LIST_UNLINK(&f->whole_laters, w, prev, next);
 	/* a mount on its way out makes nothing more (fs_whole_laters_cancel) */
 	if (res == -ECANCELED || f->closing || !f->pt_on || f->finished) {
 		free(w);
@@ -375,7 +366,7 @@ void fs_whole_file_soon(struct fs *f, uint64_t ino, uint64_t size)
 
 void fs_whole_laters_cancel(struct fs *f)
 {
-	for (struct fs_whole_later *w = f->whole_laters; w; w = w->next)
+	for (struct fs_whole_later *w = f->whole_laters.head; w; w = w->next)
 		(void)loop_cancel_timer(f->p.loop, w->timer);
 }
 

@@ -102,6 +102,26 @@ int chunk_encode(struct ZSTD_CCtx_s *cctx, int level, const void *in, size_t len
 int chunk_decode(struct ZSTD_DCtx_s *dctx, const uint8_t name[HASH_SIZE], uint32_t flags,
                  uint32_t size, const void *in, size_t inlen, void *out);
 
+/* ---- intrusive doubly linked lists -------------------------------------- */
+
+/* l points to a struct with head and tail; e's links are its fields prev and
+ * next (named, so that one element can be on several lists). */
+#define LIST_UNLINK(l, e, prev, next) do {                                    \
+	if ((e)->prev) (e)->prev->next = (e)->next; else (l)->head = (e)->next; \
+	if ((e)->next) (e)->next->prev = (e)->prev; else (l)->tail = (e)->prev; \
+	(e)->prev = (e)->next = NULL;                                          \
+} while (0)
+#define LIST_PUSH_HEAD(l, e, prev, next) do {                                 \
+	(e)->prev = NULL; (e)->next = (l)->head;                               \
+	if ((l)->head) (l)->head->prev = (e); else (l)->tail = (e);            \
+	(l)->head = (e);                                                       \
+} while (0)
+#define LIST_PUSH_TAIL(l, e, prev, next) do {                                 \
+	(e)->next = NULL; (e)->prev = (l)->tail;                               \
+	if ((l)->tail) (l)->tail->next = (e); else (l)->head = (e);            \
+	(l)->tail = (e);                                                       \
+} while (0)
+
 /* ---- growable buffer ---------------------------------------------------- */
 
 struct buf {

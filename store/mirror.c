@@ -3,10 +3,19 @@
  *
  * get and list go to the first store; when it fails, or a get's bytes fail
  * the caller's check (store_get_checked), the next store is asked, and so on;
- * the caller sees the first success, or the last store's error.  A mirror is
- * skipped for that object only: the next object starts at the first store
- * again, so a mirror that comes back is used at once.  head, put and flush go
- * to the first store only: it is the one builds push to.
+ * the caller sees the first success, or the last store's error.  head, put
+ * and flush go to the first store only: it is the one builds push to.
+ *
+ * A mirror that fails (anything but "no such object", which a lagging mirror
+ * says, or bytes the caller refused, which say nothing about the next
+ * object) is down: new objects pass it over for a back-off of 1 s, doubled
+ * after each failed try up to 60 s.  The first object after the back-off
+ * tries it again, and a success ends the back-off.  Without it a dead first
+ * mirror cost every object its whole mirror fetch timeout (2 s,
+ * MIRROR_FETCH_TIMEOUT_MS in store.c); now it costs one object per back-off.
+ * An object asks the mirrors that are up first, in order, then those that
+ * are down, in order, so that nothing fails only because a mirror was passed
+ * over (a lagging mirror's "no such object" while the first is down).
  *
  * The children do the work (and their own retries); this layer only chains
  * their callbacks, so it runs wherever they complete: from the loop when one
@@ -21,6 +30,9 @@ struct mop {
 	struct store *s;
 	enum mop_kind kind;
 	size_t idx;                 /* the child asked now */
+	bool *asked;                /* per child: asked already (in this allocation) */
+	int64_t err;                /* the error of the last child in list order that failed */
+	size_t err_idx;
 	uint64_t off, len;
 	store_check_fn check;
 	store_get_cb get_cb;
@@ -29,9 +41,19 @@ struct mop {
 	char key[];
 };
 
+struct mop_child {
+	uint64_t down_until;        /* now_ns() before which new objects pass it over */
+	uint64_t backoff;           /* the next failure's back-off; 0 while up */
+};
+
 struct mirror {
 	unsigned inflight;          /* mops not yet completed */
+	uint64_t backoff_min, backoff_max;   /* ns */
+	struct mop_child *c;        /* one per child */
 };
+
+#define MIRROR_BACKOFF_MIN_MS 1000
+#define MIRROR_BACKOFF_MAX_MS 60000
 
 static struct mirror *M(struct store *s)
 {
@@ -40,29 +62,92 @@ static struct mirror *M(struct store *s)
 
 static int mop_start(struct mop *m);
 
+static bool child_down(struct store *s, size_t i, uint64_t now)
+{
+	return now < M(s)->c[i].down_until;
+}
+
+/* The next child m asks: the first not asked yet that is up, else the first
+ * not asked yet; false when every child was asked. */
+static bool child_next(struct mop *m)
+{
+	struct store *s = m->s;
+	uint64_t now = now_ns();
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t j = 0; j < s->nchildren; j++)
+			if (!m->asked[j] && (pass || !child_down(s, j, now))) {
+				m->asked[j] = true;
+				m->idx = j;
+				return true;
+			}
+	return false;
+}
+
+static void child_failed(struct store *s, size_t i, int64_t res)
+{
+	struct mirror *mi = M(s);
+	struct mop_child *c = &mi->c[i];
+
+	uint64_t now = now_ns();
+
+	/* objects asked before it went down fail too: one back-off for all */
+	if (res == -ENOENT || res == -EBADMSG || s->nchildren < 2 || child_down(s, i, now))
+		return;
+	if (!c->backoff)
+		c->backoff = mi->backoff_min;
+	c->down_until = now + c->backoff;
+	log_msg(LOG_WARN, "store '%s': %s; passed over for %.1f s", store_url(s->children[i]),
+	        strerror((int)-res), (double)c->backoff / 1e9);
+	c->backoff = MIN(c->backoff * 2, mi->backoff_max);
+}
+
+static void child_ok(struct store *s, size_t i)
+{
+	struct mop_child *c = &M(s)->c[i];
+
+	if (c->backoff)
+		log_msg(LOG_INFO, "store '%s': answers again", store_url(s->children[i]));
+	c->backoff = 0;
+	c->down_until = 0;
+}
+
 static void mop_end(struct mop *m)
 {
 	M(m->s)->inflight--;
 	free(m);
 }
 
-/* After child m->idx failed with res: try the next one, or report res. */
-static bool mop_next(struct mop *m, int64_t res)
+/* After child m->idx failed with *res: try the next one, or set *res to what
+ * the caller gets: the error of the last child in list order, as when the
+ * mirrors are asked in list order (a lagging mirror's -ENOENT, say, not a
+ * passed-over mirror's timeout). */
+static bool mop_next(struct mop *m, int64_t *res)
 {
 	struct store *s = m->s;
 	int r;
 
-	while (m->idx + 1 < s->nchildren) {
+	for (;;) {
+		size_t failed = m->idx;
+
+		if (failed >= m->err_idx) {
+			m->err = *res;
+			m->err_idx = failed;
+		}
+		if (!child_next(m)) {
+			child_failed(s, failed, *res);
+			*res = m->err;
+			return false;
+		}
 		/* a mirror that lags (no such object yet) is ordinary: say it quietly */
-		log_msg(res == -ENOENT ? LOG_INFO : LOG_WARN, "store '%s': %s: %s; trying the next mirror",
-		        store_url(s->children[m->idx]), m->key, strerror((int)-res));
-		m->idx++;
+		log_msg(*res == -ENOENT ? LOG_INFO : LOG_WARN, "store '%s': %s: %s; trying the next mirror",
+		        store_url(s->children[failed]), m->key, strerror((int)-*res));
+		child_failed(s, failed, *res);
 		r = mop_start(m);
 		if (r == 0)
 			return true;
-		res = r;
+		*res = r;
 	}
-	return false;
 }
 
 /* the caller's check, whose verdict (now or later) reaches mop_get_cb */
@@ -77,10 +162,14 @@ static void mop_get_cb(void *ud, int64_t res, struct buf *data)
 {
 	struct mop *m = ud;
 
-	if (res < 0 && mop_next(m, res))
+	if (res < 0 && mop_next(m, &res))
 		return;
-	if (res >= 0 && m->idx > 0)
-		STORE_COUNT(m->s, failovers, 1);
+	if (res >= 0) {
+		child_ok(m->s, m->idx);
+		/* served by a later mirror than the first, asked or passed over */
+		if (m->idx > 0)
+			STORE_COUNT(m->s, failovers, 1);
+	}
 	m->get_cb(m->ud, res, data);
 	mop_end(m);
 }
@@ -89,8 +178,10 @@ static void mop_list_cb(void *ud, int64_t res, char **names, size_t n)
 {
 	struct mop *m = ud;
 
-	if (res < 0 && mop_next(m, res))
+	if (res < 0 && mop_next(m, &res))
 		return;
+	if (res >= 0)
+		child_ok(m->s, m->idx);
 	m->list_cb(m->ud, res, names, n);
 	mop_end(m);
 }
@@ -109,31 +200,31 @@ static int mop_start(struct mop *m)
 static int mop_new(struct store *s, enum mop_kind kind, const char *key, struct mop **ret)
 {
 	size_t kl = strlen(key);
-	struct mop *m = calloc(1, sizeof(*m) + kl + 1);
+	struct mop *m = calloc(1, sizeof(*m) + kl + 1 + s->nchildren);
 
 	if (!m)
 		return -ENOMEM;
 	m->s = s;
 	m->kind = kind;
 	memcpy(m->key, key, kl + 1);
+	m->asked = (bool *)(m->key + kl + 1);
 	*ret = m;
 	return 0;
 }
 
-/* Start m at the first child; a child that refuses at once is skipped. */
+/* Start m at the first child that is up (child_next); a child that refuses
+ * at once is skipped. */
 static int mop_launch(struct mop *m)
 {
-	int r;
+	int r = -EIO;
 
 	M(m->s)->inflight++;
-	for (;;) {
+	child_next(m);
+	do {
 		r = mop_start(m);
 		if (r == 0)
 			return 0;
-		if (m->idx + 1 >= m->s->nchildren)
-			break;
-		m->idx++;
-	}
+	} while (child_next(m));
 	M(m->s)->inflight--;
 	free(m);
 	return r;
@@ -233,8 +324,15 @@ static void mirror_free(struct store *s)
 	for (size_t i = 0; i < s->nchildren; i++)
 		store_free(s->children[i]);
 	free(s->children);
+	free(M(s)->c);
 	free(s->backend);
 	free(s);
+}
+
+void store_mirror_set_backoff(struct store *s, uint64_t min_ms, uint64_t max_ms)
+{
+	M(s)->backoff_min = min_ms * 1000000;
+	M(s)->backoff_max = MAX(min_ms, max_ms) * 1000000;
 }
 
 static const struct store_ops mirror_ops = {
@@ -252,15 +350,20 @@ static const struct store_ops mirror_ops = {
 int store_mirror_open(struct store **children, size_t n, struct store **ret)
 {
 	struct mirror *m = calloc(1, sizeof(*m));
-	struct store *s = m ? store_alloc(&mirror_ops, m) : NULL;
+	struct mop_child *c = calloc(n, sizeof(*c));
+	struct store *s = m && c ? store_alloc(&mirror_ops, m) : NULL;
 
 	if (!s) {
 		free(m);
+		free(c);
 		for (size_t i = 0; i < n; i++)
 			store_free(children[i]);
 		free(children);
 		return -ENOMEM;
 	}
+	m->c = c;
+	m->backoff_min = MIRROR_BACKOFF_MIN_MS * 1000000ULL;
+	m->backoff_max = MIRROR_BACKOFF_MAX_MS * 1000000ULL;
 	s->children = children;
 	s->nchildren = n;
 	store_set_fetch_timeout(s, s->fetch_timeout_ms);

@@ -107,6 +107,8 @@ int store_http_open(const char *url, const struct store_options *o, struct store
 int store_s3_open(const char *url, const struct store_options *o, struct store **ret);
 /* Takes the n stores (all of them, also on failure). */
 int store_mirror_open(struct store **children, size_t n, struct store **ret);
+/* The back-off a failed mirror is passed over for (mirror.c; tests). */
+void store_mirror_set_backoff(struct store *s, uint64_t min_ms, uint64_t max_ms);
 
 /* ---- HTTP helpers, exposed for unit tests ---------------------------------- */
 

@@ -62,8 +62,10 @@
  * fails (after that mirror's own retries: 2 s at most for every mirror but the
  * last, which keeps the whole fetch timeout) or its bytes fail the caller's
  * check (store_get_checked), the next mirror serves it.  list fails over the
- * same way.  head and put go to the first mirror only: it is the one builds
- * push to, the others are read replicas.
+ * same way.  A mirror that failed is passed over by new objects for a
+ * back-off (1 s, doubling to 60 s while its tries fail; store/mirror.c).
+ * head and put go to the first mirror only: it is the one builds push to,
+ * the others are read replicas.
  *
  * Asynchrony: an operation starts at once and its callback runs later from
  * store_run() (or store_run_once()) on the thread that drives the store; a

@@ -270,6 +270,62 @@ static void test_http__mirrors_fail_over(void **state)
 	store_free(m);
 }
 
+/* A dead first mirror costs one object its timeout, then is passed over until
+ * its back-off ends; a failed try doubles the back-off, a success ends it. */
+static void test_http__dead_mirror_is_passed_over(void **state)
+{
+	struct store *b, *m;
+	char url[200], key[32];
+	struct buf out = BUF_INIT;
+	uint64_t t0, ms;
+
+	snprintf(url, sizeof(url), "dir:%s", dirs[1]);
+	assert_int_equal(store_open(url, &b), 0);
+	for (int i = 0; i < 6; i++) {
+		snprintf(key, sizeof(key), "indexes/k%d", i);
+		assert_int_equal(store_put_sync(b, key, "two", 3), 0);
+	}
+	store_free(b);
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/store,dir:%s", dead_port(), dirs[1]);
+	assert_int_equal(store_open(url, &m), 0);
+	store_set_fetch_timeout(m, 300);
+	store_mirror_set_backoff(m, 600, 1200);
+	/* the first object finds the first mirror dead: its timeout, then the second */
+	t0 = now_ns();
+	assert_int_equal(store_get_sync(m, "indexes/k0", &out), 0);
+	ms = (now_ns() - t0) / 1000000;
+	assert_true(ms >= 250);
+	assert_int_equal(store_get_counters(m)->failovers, 1);
+	/* the next ones do not ask it (each would take its 300 ms) */
+	t0 = now_ns();
+	assert_int_equal(store_get_sync(m, "indexes/k1", &out), 0);
+	assert_int_equal(store_get_sync(m, "indexes/k2", &out), 0);
+	ms = (now_ns() - t0) / 1000000;
+	assert_true(ms < 250);
+	assert_int_equal(store_get_counters(m)->failovers, 3);
+	/* its back-off over, the next object tries it again: still dead */
+	while ((now_ns() - t0) / 1000000 < 650)
+		usleep(20000);
+	t0 = now_ns();
+	assert_int_equal(store_get_sync(m, "indexes/k3", &out), 0);
+	assert_true((now_ns() - t0) / 1000000 >= 250);
+	/* now passed over for twice as long: still at 650 ms from then */
+	t0 = now_ns();
+	while ((now_ns() - t0) / 1000000 < 650)
+		usleep(20000);
+	assert_int_equal(store_get_sync(m, "indexes/k4", &out), 0);
+	assert_true((now_ns() - t0) / 1000000 < 650 + 250);
+	/* every object the first did not serve is a failover, asked or passed over */
+	assert_int_equal(store_get_counters(m)->failovers, 5);
+	/* an object on no mirror at all still asks every mirror, and gets the
+	 * last one's answer in list order */
+	assert_int_equal(store_get_sync(m, "indexes/none", &out), -ENOENT);
+	assert_int_equal(store_get_sync(m, "indexes/k5", &out), 0);
+	buf_free(&out);
+	store_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_http__refused_is_retried_until_the_timeout),
 		cmocka_unit_test(test_http__loop_mode_goes_idle_after_failing),
 		cmocka_unit_test_setup_teardown(test_http__mirrors_fail_over, two_dirs, rm_dirs),
+		cmocka_unit_test_setup_teardown(test_http__dead_mirror_is_passed_over, two_dirs, rm_dirs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

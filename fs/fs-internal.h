@@ -214,6 +214,7 @@ struct fs {
 	int64_t hold_timer;             /* while held: the timer that lets go */
 	unsigned opens_waiting;         /* OPENs waiting for an object's check */
 	bool closing;                   /* fs_free() has begun: start no prefetch */
+	bool released;                  /* fs_unmount() ran */
 };
 
 /* ops.c */

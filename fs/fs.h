@@ -145,5 +145,12 @@ void fs_get_status(const struct fs *f, struct fs_status *ret);
 /* Unmount if still mounted and free.  Runs the loop until the fs's reads in
  * flight are answered and its session has ended. */
 void fs_free(struct fs *f);
+/* fs_free() in two halves, for a caller that must not wait for a mount still
+ * in use: fs_unmount() detaches the mount and aborts its connection where
+ * fusectl is mounted, and returns; requests are served meanwhile.  Once
+ * fs_unmount_done(), fs_free() returns at once.  Without fusectl a detached
+ * mount in use stays alive until its last user lets go. */
+void fs_unmount(struct fs *f);
+bool fs_unmount_done(const struct fs *f);
 
 #endif

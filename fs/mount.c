@@ -291,8 +291,7 @@ int fs_abort_mount(const char *mountpoint)
 /* Run the loop until nothing of f's is in flight. */
 static void drain(struct fs *f)
 {
-	while (f->reads_inflight || f->polling || f->timers || f->opens_waiting ||
-	       (f->ahead && ahead_busy(f->ahead)))
+	while (!fs_unmount_done(f))
 		if (loop_run_once(f->p.loop, true) < 0)
 			break;
 }
@@ -335,10 +334,11 @@ void fs_leave(struct fs *f)
 	fs_destroy(f);
 }
 
-void fs_free(struct fs *f)
+void fs_unmount(struct fs *f)
 {
-	if (!f)
+	if (!f || f->released)
 		return;
+	f->released = true;
 	f->closing = true;
 	if (f->ahead)
 		ahead_close(f->ahead);
@@ -355,6 +355,19 @@ void fs_free(struct fs *f)
 		abort_connection(f);
 	}
 	f->pt_on = false;
+}
+
+bool fs_unmount_done(const struct fs *f)
+{
+	return !(f->reads_inflight || f->polling || f->timers || f->opens_waiting ||
+	         (f->ahead && ahead_busy(f->ahead)));
+}
+
+void fs_free(struct fs *f)
+{
+	if (!f)
+		return;
+	fs_unmount(f);
 	/* Reads in flight write into their buffers and reply through the
 	 * session; the pending poll holds f: both must complete first.  After
 	 * the unmount the poll reports the connection's end — at once, or, when

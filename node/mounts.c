@@ -15,6 +15,7 @@
 #include "fs/fs.h"
 #include "image/image.h"
 #include "lib/json.h"
+#include "lib/loop.h"
 #include "lib/lib.h"
 #include "node/node-internal.h"
 #include "node/stats.h"
@@ -246,9 +247,66 @@ static void tell_holder_del(struct worker *w, const char *mountpoint)
 		(void)node_msg_send(w->chan, NODE_MSG_DEL, (char *)b.data, b.len, NULL, 0);
 }
 
+/* How long ending a mount waits for its connection to end before it answers
+ * and leaves a mount still in use to end on its own: one nobody uses ends in
+ * a few turns of the loop.  Waiting longer would hold every other request of
+ * the node (the loop runs nested here, serving the mounts, not the clients). */
+#define MOUNT_END_WAIT_MS 250
+
+struct end_wait {
+	bool fired, abandoned;
+};
+
+static void end_wait_cb(void *ud, int res)
+{
+	struct end_wait *e = ud;
+
+	if (e->abandoned)
+		free(e);
+	else
+		e->fired = true;
+}
+
+/* Run the loop until f's connection ended, for at most ms: whether it did. */
+static bool wait_unmounted(struct worker *w, struct fs *f, unsigned ms)
+{
+	struct end_wait *e = calloc(1, sizeof(*e));
+	int64_t t = e ? loop_timer(w->l, (uint64_t)ms * 1000000, end_wait_cb, e) : -ENOMEM;
+	bool done;
+
+	if (t < 0) {
+		free(e);
+		return fs_unmount_done(f);
+	}
+	while (!fs_unmount_done(f) && !e->fired)
+		if (loop_run_once(w->l, true) < 0)
+			break;
+	done = fs_unmount_done(f);
+	if (e->fired) {
+		free(e);
+	} else {
+		e->abandoned = true;   /* the callback frees it */
+		(void)loop_cancel_timer(w->l, t);
+	}
+	return done;
+}
+
+static int gone_add(struct worker *w, struct mount *m)
+{
+	struct mount **v = realloc(w->gone, (w->ngone + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	w->gone = v;
+	w->gone[w->ngone++] = m;
+	return 0;
+}
+
 /* End mount i: unmount (unless the kernel already ended it), write its
- * recorded profile, forget it here and in the holder. */
-void node_mount_end(struct worker *w, size_t i)
+ * recorded profile, forget it here and in the holder.  A mount still in use
+ * (detached, and no fusectl to abort it) is served until its last user lets
+ * go, and then freed by node_mounts_reap_gone(): false then. */
+bool node_mount_end(struct worker *w, size_t i)
 {
 	struct mount *m = w->mounts[i];
 	char path[PATH_MAX];
@@ -259,15 +317,50 @@ void node_mount_end(struct worker *w, size_t i)
 
 		(void)tools_profile_write_trace(m->o.record, m->hex, v, n);
 	}
-	fs_free(m->fs);
-	m->fs = NULL;
+	if (m->fs)
+		fs_unmount(m->fs);
 	if (m->dev) {
 		node_mount_pid_file(m, path, sizeof(path));
 		(void)unlink(path);
 	}
 	tell_holder_del(w, m->mountpoint);
 	w->mounts[i] = w->mounts[--w->nmounts];
+	if (m->fs && !wait_unmounted(w, m->fs, MOUNT_END_WAIT_MS) && gone_add(w, m) == 0) {
+		log_msg(LOG_INFO, "mount '%s': unmounted, still in use: served until its last "
+		        "user lets go", m->mountpoint);
+		return false;
+	}
+	fs_free(m->fs);
+	m->fs = NULL;
 	node_mount_free(m);
+	return true;
+}
+
+void node_mounts_reap_gone(struct worker *w)
+{
+	for (size_t i = 0; i < w->ngone;) {
+		struct mount *m = w->gone[i];
+
+		if (!fs_unmount_done(m->fs)) {
+			i++;
+			continue;
+		}
+		fs_free(m->fs);
+		m->fs = NULL;
+		node_mount_free(m);
+		w->gone[i] = w->gone[--w->ngone];
+	}
+}
+
+void node_mounts_drop_gone(struct worker *w)
+{
+	while (w->ngone) {
+		struct mount *m = w->gone[--w->ngone];
+
+		node_leave(m->fs);
+		m->fs = NULL;
+		node_mount_free(m);
+	}
 }
 
 struct mount *node_mount_at(struct worker *w, const char *mountpoint)
@@ -428,7 +521,15 @@ struct mount *node_shared_mount(struct worker *w, const char *hex, const struct 
 void node_mounts_end_all(struct worker *w)
 {
 	while (w->nmounts)
-		node_mount_end(w, w->nmounts - 1);
+		(void)node_mount_end(w, w->nmounts - 1);
+	/* stop waits for a mount still in use (documented: lazyroot-node(8)) */
+	while (w->ngone) {
+		node_mounts_reap_gone(w);
+		if (w->ngone && loop_run_once(w->l, true) < 0)
+			break;
+	}
+	free(w->gone);
+	w->gone = NULL;
 }
 
 int node_mounts_stats(struct worker *w, const char *cache_dir, struct node_stats_image **ret,

@@ -149,6 +149,10 @@ struct worker {
 	size_t ncaches;
 	struct mount **mounts;
 	size_t nmounts;
+	/* Unmounted, but still in use: served until their last user lets go
+	 * (node_mount_end), then freed (node_mounts_reap_gone). */
+	struct mount **gone;
+	size_t ngone;
 	struct client *clients;   /* reading a request */
 	unsigned nclients;
 	pid_t holder_pid;
@@ -177,7 +181,14 @@ int node_mount_config(struct worker *w, struct mount *m, const struct json *req)
 int node_mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o);
 int node_mount_new(struct worker *w, struct mount *m);
 void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS]);
-void node_mount_end(struct worker *w, size_t i);
+/* End mount i: false when it is still in use and ends later, on its own. */
+bool node_mount_end(struct worker *w, size_t i);
+/* Free the mounts node_mount_end left in use once their last user let go. */
+void node_mounts_reap_gone(struct worker *w);
+/* Upgrade: the mounts still in use are not handed on (the holder forgot
+ * them); their connections end with this worker. */
+void node_mounts_drop_gone(struct worker *w);
+/* Stop: end every mount and wait for those still in use. */
 void node_mounts_end_all(struct worker *w);
 struct mount *node_mount_at(struct worker *w, const char *mountpoint);
 struct mount *node_mount_alive(struct worker *w, struct mount *m);

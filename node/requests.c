@@ -242,7 +242,8 @@ static int do_umount(struct worker *w, const struct json *req, struct buf *out)
 		return log_error(-EINVAL, "request: umount: no mountpoint");
 	for (size_t i = 0; i < w->nmounts; i++)
 		if (!strcmp(w->mounts[i]->mountpoint, mnt)) {
-			node_mount_end(w, i);
+			if (!node_mount_end(w, i))
+				(void)buf_printf(out, ",\"in_use\":true");
 			return 0;
 		}
 	(void)buf_printf(out, ",\"unknown\":true");

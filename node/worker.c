@@ -416,10 +416,12 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 			break;
 		}
 		reap_finished(&w);
+		node_mounts_reap_gone(&w);
 		serve_clients(&w);
 	}
 	if (w.leave) {
 		/* upgrade: the next worker takes every mount over */
+		node_mounts_drop_gone(&w);
 		while (w.nmounts) {
 			struct mount *m = w.mounts[--w.nmounts];
 

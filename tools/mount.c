@@ -373,10 +373,14 @@ int cmd_umount(int argc, char **argv)
 	    node_json_str(&req, mnt) == 0 && buf_printf(&req, "}") == 0 &&
 	    buf_append_zero(&req, 1) == 0 &&
 	    node_call(cfg.socket_path, (char *)req.data, &reply) == 0) {
-		bool ok = false, unknown = false;
+		bool ok = false, unknown = false, in_use = false;
 
 		(void)json_bool(json_get(reply, "ok"), &ok);
 		(void)json_bool(json_get(reply, "unknown"), &unknown);
+		(void)json_bool(json_get(reply, "in_use"), &in_use);
+		if (ok && in_use)
+			log_msg(LOG_WARN, "umount '%s': unmounted, but still in use: the node serves "
+			        "it until its last user lets go", argv[optind]);
 		if (ok || !unknown) {
 			if (!ok)
 				log_error(-EIO, "%s", json_get_cstr(reply, "error") ?

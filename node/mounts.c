@@ -225,15 +225,21 @@ static void mount_params(struct worker *w, struct mount *m, struct fs_params *fp
 	};
 }
 
+/* Append m to the array *v of *n mounts. */
+static int mount_push(struct mount ***v, size_t *n, struct mount *m)
+{
+	struct mount **nv = realloc(*v, (*n + 1) * sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	nv[(*n)++] = m;
+	return 0;
+}
+
 static int mounts_add(struct worker *w, struct mount *m)
 {
-	struct mount **v = realloc(w->mounts, (w->nmounts + 1) * sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	w->mounts = v;
-	w->mounts[w->nmounts++] = m;
-	return 0;
+	return mount_push(&w->mounts, &w->nmounts, m);
 }
 
 static void tell_holder_del(struct worker *w, const char *mountpoint)
@@ -291,17 +297,6 @@ static bool wait_unmounted(struct worker *w, struct fs *f, unsigned ms)
 	return done;
 }
 
-static int gone_add(struct worker *w, struct mount *m)
-{
-	struct mount **v = realloc(w->gone, (w->ngone + 1) * sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	w->gone = v;
-	w->gone[w->ngone++] = m;
-	return 0;
-}
-
 /* End mount i: unmount (unless the kernel already ended it), write its
  * recorded profile, forget it here and in the holder.  A mount still in use
  * (detached, and no fusectl to abort it) is served until its last user lets
@@ -325,7 +320,8 @@ bool node_mount_end(struct worker *w, size_t i)
 	}
 	tell_holder_del(w, m->mountpoint);
 	w->mounts[i] = w->mounts[--w->nmounts];
-	if (m->fs && !wait_unmounted(w, m->fs, MOUNT_END_WAIT_MS) && gone_add(w, m) == 0) {
+	if (m->fs && !wait_unmounted(w, m->fs, MOUNT_END_WAIT_MS) &&
+	    mount_push(&w->gone, &w->ngone, m) == 0) {
 		log_msg(LOG_INFO, "mount '%s': unmounted, still in use: served until its last "
 		        "user lets go", m->mountpoint);
 		return false;

@@ -152,5 +152,7 @@ void fs_free(struct fs *f);
  * mount in use stays alive until its last user lets go. */
 void fs_unmount(struct fs *f);
 bool fs_unmount_done(const struct fs *f);
+/* Whether the kernel still sends f requests (its connection has not ended). */
+bool fs_connected(const struct fs *f);
 
 #endif

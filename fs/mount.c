@@ -357,6 +357,11 @@ void fs_unmount(struct fs *f)
 	f->pt_on = false;
 }
 
+bool fs_connected(const struct fs *f)
+{
+	return f->polling;
+}
+
 bool fs_unmount_done(const struct fs *f)
 {
 	return !(f->reads_inflight || f->polling || f->timers || f->opens_waiting ||

@@ -256,7 +256,9 @@ static void tell_holder_del(struct worker *w, const char *mountpoint)
 /* How long ending a mount waits for its connection to end before it answers
  * and leaves a mount still in use to end on its own: one nobody uses ends in
  * a few turns of the loop.  Waiting longer would hold every other request of
- * the node (the loop runs nested here, serving the mounts, not the clients). */
+ * the node (the loop runs nested here, serving the mounts, not the clients).
+ * Work of a connection that has ended (reads, prefetches in flight) is always
+ * waited for, as before: umount returns once the mount's work is done. */
 #define MOUNT_END_WAIT_MS 250
 
 struct end_wait {
@@ -273,7 +275,8 @@ static void end_wait_cb(void *ud, int res)
 		e->fired = true;
 }
 
-/* Run the loop until f's connection ended, for at most ms: whether it did. */
+/* Run the loop until f is done (fs_unmount_done), or until ms have passed
+ * while its connection is still alive (a mount in use): whether it is done. */
 static bool wait_unmounted(struct worker *w, struct fs *f, unsigned ms)
 {
 	struct end_wait *e = calloc(1, sizeof(*e));
@@ -284,7 +287,7 @@ static bool wait_unmounted(struct worker *w, struct fs *f, unsigned ms)
 		free(e);
 		return fs_unmount_done(f);
 	}
-	while (!fs_unmount_done(f) && !e->fired)
+	while (!fs_unmount_done(f) && !(e->fired && fs_connected(f)))
 		if (loop_run_once(w->l, true) < 0)
 			break;
 	done = fs_unmount_done(f);

@@ -213,8 +213,7 @@ struct fs {
 	bool held;                      /* the latency request is 0 µs now */
 	int64_t hold_timer;             /* while held: the timer that lets go */
 	unsigned opens_waiting;         /* OPENs waiting for an object's check */
-	bool closing;                   /* fs_free() has begun: start no prefetch */
-	bool released;                  /* fs_unmount() ran */
+	bool closing;                   /* fs_unmount() or fs_leave() has begun: start no prefetch */
 };
 
 /* ops.c */

@@ -336,9 +336,8 @@ void fs_leave(struct fs *f)
 
 void fs_unmount(struct fs *f)
 {
-	if (!f || f->released)
+	if (!f || f->closing)
 		return;
-	f->released = true;
 	f->closing = true;
 	if (f->ahead)
 		ahead_close(f->ahead);

@@ -315,8 +315,7 @@ bool node_mount_end(struct worker *w, size_t i)
 
 		(void)tools_profile_write_trace(m->o.record, m->hex, v, n);
 	}
-	if (m->fs)
-		fs_unmount(m->fs);
+	fs_unmount(m->fs);
 	if (m->dev) {
 		node_mount_pid_file(m, path, sizeof(path));
 		(void)unlink(path);

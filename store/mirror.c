@@ -88,7 +88,6 @@ static void child_failed(struct store *s, size_t i, int64_t res)
 {
 	struct mirror *mi = M(s);
 	struct mop_child *c = &mi->c[i];
-
 	uint64_t now = now_ns();
 
 	/* objects asked before it went down fail too: one back-off for all */
@@ -216,7 +215,7 @@ static int mop_new(struct store *s, enum mop_kind kind, const char *key, struct 
  * at once is skipped. */
 static int mop_launch(struct mop *m)
 {
-	int r = -EIO;
+	int r;
 
 	M(m->s)->inflight++;
 	child_next(m);

@@ -6,7 +6,7 @@ static const struct tools_command commands[] = {
 	{ "build", cmd_build, "turn a directory, tar, OCI layout or docker archive into an image" },
 	{ "image", cmd_image, "list, inspect and extract images in a store" },
 	{ "mount", cmd_mount, "show an image read-only at a directory, fetching chunks as they are read" },
-	{ "umount", cmd_umount, "unmount an image and wait for its daemon to exit" },
+	{ "umount", cmd_umount, "unmount an image" },
 	{ "cache", cmd_cache, "watch, verify and trim the node-local chunk cache" },
 	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },

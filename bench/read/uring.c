@@ -767,8 +767,10 @@ static int load(int argc, char **argv)
 		for (long i = 0; i < count; i++) {
 			double a = now_us();
 
-			if (pread(fd, buf, 4096, (off_t)(rand_r(&seed) % blocks) * 4096) != 4096)
-				return fail("'%s': short read", path);
+			ssize_t n = pread(fd, buf, 4096, (off_t)(rand_r(&seed) % blocks) * 4096);
+
+			if (n != 4096)
+				return fail("'%s': %s", path, n < 0 ? strerror(errno) : "short read");
 			lat[i] = now_us() - a;
 		}
 		t = now_us() - t0;

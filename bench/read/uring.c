@@ -635,14 +635,19 @@ static int serve(int argc, char **argv)
 
 			r = init_reply(&s, (const void *)(h + 1), h->len - sizeof(*h), &io);
 			if (dev_reply(&s, h->unique, r, &io) < 0 || r < 0) {
-				rc = fail(r == -EOPNOTSUPP ? "kernel did not offer FUSE_OVER_IO_URING"
-				                             " (fuse enable_uring off?)" : "INIT failed");
+				rc = fail(r == -EOPNOTSUPP ? "unavailable: the kernel did not offer"
+				                             " FUSE_OVER_IO_URING (fuse enable_uring off?)"
+				                           : "INIT failed");
 				break;
 			}
 			if (s.uring) {
 				r = start_queues(&s, &qs);
 				if (r < 0) {
-					rc = fail("io_uring queue setup failed: %s", strerror((int)-r));
+					/* io_uring off (kernel.io_uring_disabled), or
+					 * enable_uring turned off since INIT */
+					rc = fail("%sio_uring queue setup failed: %s",
+					          r == -EPERM || r == -ENOSYS || r == -EOPNOTSUPP ?
+					          "unavailable: " : "", strerror((int)-r));
 					break;
 				}
 			}
@@ -689,6 +694,16 @@ static int cmp_double(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+static int read_block(int fd, char *buf, off_t block, const char *path)
+{
+	ssize_t n = pread(fd, buf, 4096, block * 4096);
+
+	if (n == 4096)
+		return 0;
+	return n < 0 ? fail("'%s': %s", path, strerror(errno))
+	             : fail("'%s': read %zd of 4096 bytes", path, n);
 }
 
 /* One pass over the small files: open, read 4 KiB, close each. */
@@ -761,16 +776,14 @@ static int load(int argc, char **argv)
 			return fail("'%s': cannot open for O_DIRECT reads of 4 KiB", path);
 		blocks = st.st_size / 4096;
 		for (long i = 0; i < count / 10; i++)
-			if (pread(fd, buf, 4096, (off_t)(rand_r(&seed) % blocks) * 4096) != 4096)
-				return fail("'%s': short read", path);
+			if (read_block(fd, buf, (off_t)(rand_r(&seed) % blocks), path))
+				return 1;
 		t0 = now_us();
 		for (long i = 0; i < count; i++) {
 			double a = now_us();
 
-			ssize_t n = pread(fd, buf, 4096, (off_t)(rand_r(&seed) % blocks) * 4096);
-
-			if (n != 4096)
-				return fail("'%s': %s", path, n < 0 ? strerror(errno) : "short read");
+			if (read_block(fd, buf, (off_t)(rand_r(&seed) % blocks), path))
+				return 1;
 			lat[i] = now_us() - a;
 		}
 		t = now_us() - t0;

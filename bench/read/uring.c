@@ -689,6 +689,24 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* How often the scheduler moved this process to another CPU: on this VM each
+ * move is a wake-up of a halted vCPU, and it sends the next request to
+ * another queue. */
+static long migrations(void)
+{
+	char line[256];
+	long n = -1;
+	FILE *f = fopen("/proc/self/sched", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "se.nr_migrations", 16))
+			n = strtol(strchr(line, ':') ? strchr(line, ':') + 1 : line, NULL, 10);
+	fclose(f);
+	return n;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -760,7 +778,7 @@ static int load(int argc, char **argv)
 			}
 		}
 		t = now_us() - t0;
-		printf("us_per_op=%.3f\n", t / (double)count);
+		printf("us_per_op=%.3f migrations=%ld\n", t / (double)count, migrations());
 		return 0;
 	}
 	if (!strcmp(test, "pread")) {
@@ -788,8 +806,9 @@ static int load(int argc, char **argv)
 		}
 		t = now_us() - t0;
 		qsort(lat, (size_t)count, sizeof(*lat), cmp_double);
-		printf("p50_us=%.3f p99_us=%.3f iops=%.0f\n", lat[count / 2],
-		       lat[(size_t)((double)count * 0.99)], (double)count / (t / 1e6));
+		printf("p50_us=%.3f p90_us=%.3f p99_us=%.3f iops=%.0f migrations=%ld\n", lat[count / 2],
+		       lat[(size_t)((double)count * 0.9)], lat[(size_t)((double)count * 0.99)],
+		       (double)count / (t / 1e6), migrations());
 		close(fd);
 		free(lat);
 		return 0;
@@ -802,7 +821,8 @@ static int load(int argc, char **argv)
 			if (warm_pass(mnt, buf))
 				return 1;
 		t = now_us() - t0;
-		printf("us_per_op=%.3f\n", t / (double)(count * SMALL_FILES));
+		printf("us_per_op=%.3f migrations=%ld\n", t / (double)(count * SMALL_FILES),
+		       migrations());
 		return 0;
 	}
 	return fail("unknown test '%s'", test), 2;

@@ -19,6 +19,7 @@
  *                                         with its own ring serving queue qid = CPU;
  *                                         the /dev/fuse thread stays for what still
  *                                         comes that way (FORGET, INTERRUPT)
+ *   uring serve … --idle …                the serving threads run SCHED_IDLE
  *   uring load TEST MOUNTPOINT COUNT      the measuring client: TEST is open, stat,
  *                                         pread or warm; prints one line of figures
  *
@@ -117,6 +118,7 @@ _Static_assert(sizeof(struct uring_cmd_req) == 24, "uapi 7.42 command layout");
 struct server {
 	int fd;                 /* /dev/fuse */
 	int uring;              /* --uring */
+	int idle;               /* --idle: serving threads run SCHED_IDLE */
 	unsigned nqueues;
 	const char *big;        /* FILE's bytes */
 	size_t big_size;
@@ -124,6 +126,22 @@ struct server {
 };
 
 static const char *g_mountpoint;
+
+/*
+ * --idle.  The kernel's wake-up placement counts a CPU that runs only
+ * SCHED_IDLE tasks as idle: a ring thread answering on the reader's CPU wakes
+ * the reader there, rather than on the other CPU, which on a VM whose idle
+ * vCPUs halt costs a wake-up of that vCPU and sends the next request to
+ * another queue.  The price: a SCHED_IDLE thread runs only when nothing else
+ * wants its CPU.  Set on the main thread before any other starts, so that
+ * every serving thread inherits it.
+ */
+static int idle_policy(void)
+{
+	struct sched_param sp = { 0 };
+
+	return sched_setscheduler(0, SCHED_IDLE, &sp);
+}
 
 static void on_signal(int sig)
 {
@@ -579,10 +597,17 @@ static int serve(int argc, char **argv)
 	unsigned long served = 0;       /* requests answered over /dev/fuse */
 	struct stat st;
 
+	if (argc == 5 && !strcmp(argv[2], "--idle")) {
+		s.idle = 1;
+		argv[2] = argv[1];
+		argc--, argv++;
+	}
 	if (argc != 4 || (strcmp(argv[1], "--dev") && strcmp(argv[1], "--uring")))
-		return fail("usage: uring serve --dev|--uring FILE MOUNTPOINT"), 2;
+		return fail("usage: uring serve --dev|--uring [--idle] FILE MOUNTPOINT"), 2;
 	s.uring = !strcmp(argv[1], "--uring");
 	g_mountpoint = argv[3];
+	if (s.idle && idle_policy() < 0)
+		return fail("cannot set SCHED_IDLE: %s", strerror(errno));
 	src = open(argv[2], O_RDONLY | O_CLOEXEC);
 	if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode))
 		return fail("'%s': not a readable regular file", argv[2]);
@@ -834,7 +859,7 @@ int main(int argc, char **argv)
 		return serve(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "load"))
 		return load(argc - 1, argv + 1);
-	fprintf(stderr, "usage: uring serve --dev|--uring FILE MOUNTPOINT\n"
+	fprintf(stderr, "usage: uring serve --dev|--uring [--idle] FILE MOUNTPOINT\n"
 	                "       uring load open|stat|pread|warm MOUNTPOINT COUNT\n");
 	return 2;
 }

@@ -22,6 +22,8 @@
  *   uring serve … --idle …                the serving threads run SCHED_IDLE
  *   uring load TEST MOUNTPOINT COUNT      the measuring client: TEST is open, stat,
  *                                         pread or warm; prints one line of figures
+ *   uring hold PID FD                     a second holder of a server's /dev/fuse
+ *                                         (uring-run --kill; see hold())
  *
  * serve mounts MOUNTPOINT itself (mount(2), so it needs root), prints "ready"
  * on stdout once requests can be served, and runs until the mount goes
@@ -60,8 +62,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -853,13 +857,68 @@ static int load(int argc, char **argv)
 	return fail("unknown test '%s'", test), 2;
 }
 
+/* ---- a second holder of a server's /dev/fuse descriptor ---- */
+
+#define NOTIFY_RESEND 7         /* FUSE_NOTIFY_RESEND, uapi 7.40 */
+
+/*
+ * uring hold PID FD: take a copy of PID's descriptor FD (pidfd_getfd, so the
+ * same open /dev/fuse, not a new connection) and keep the connection alive
+ * when PID dies, as the node's holder does; then act on lines of stdin:
+ * "resend" writes FUSE_NOTIFY_RESEND on it, "read" waits up to 2 s for a
+ * request on it and names it.  Answers one line per command on stdout.
+ */
+static int hold(int argc, char **argv)
+{
+	char line[64], *buf;
+	int pidfd, fd;
+
+	if (argc != 3)
+		return fail("usage: uring hold PID FD"), 2;
+	pidfd = (int)syscall(SYS_pidfd_open, atoi(argv[1]), 0);
+	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, atoi(argv[2]), 0);
+	buf = malloc(DEV_BUF);
+	if (fd < 0 || !buf)
+		return fail("cannot take descriptor %s of process %s: %s", argv[2], argv[1],
+		            strerror(errno));
+	printf("held\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strcmp(line, "resend\n")) {
+			struct fuse_out_header oh = { .len = sizeof(oh), .error = NOTIFY_RESEND };
+
+			if (write(fd, &oh, sizeof(oh)) < 0)
+				printf("resend failed: %s\n", strerror(errno));
+			else
+				printf("resend sent\n");
+		} else if (!strcmp(line, "read\n")) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			const struct fuse_in_header *h = (const struct fuse_in_header *)buf;
+			ssize_t n = poll(&pfd, 1, 2000) == 1 ? read(fd, buf, DEV_BUF) : 0;
+
+			if (n >= (ssize_t)sizeof(*h))
+				printf("request opcode %u unique 0x%llx\n", h->opcode,
+				       (unsigned long long)h->unique);
+			else
+				printf("no request in 2 s\n");
+		} else {
+			printf("unknown command\n");
+		}
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
 		return serve(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "load"))
 		return load(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "hold"))
+		return hold(argc - 1, argv + 1);
 	fprintf(stderr, "usage: uring serve --dev|--uring [--idle] FILE MOUNTPOINT\n"
-	                "       uring load open|stat|pread|warm MOUNTPOINT COUNT\n");
+	                "       uring load open|stat|pread|warm MOUNTPOINT COUNT\n"
+	                "       uring hold PID FD\n");
 	return 2;
 }

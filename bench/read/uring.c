@@ -54,6 +54,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -62,7 +63,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -137,8 +137,9 @@ static const char *g_mountpoint;
  * the reader there, rather than on the other CPU, which on a VM whose idle
  * vCPUs halt costs a wake-up of that vCPU and sends the next request to
  * another queue.  The price: a SCHED_IDLE thread runs only when nothing else
- * wants its CPU.  Set on the main thread before any other starts, so that
- * every serving thread inherits it.
+ * wants its CPU, so on a busy machine it answers in milliseconds (uring-run
+ * --busy).  Set on the main thread before any other starts, so that every
+ * serving thread inherits it.
  */
 static int idle_policy(void)
 {
@@ -436,6 +437,8 @@ struct queue {
 	char *scratch;
 	struct iovec iov[QUEUE_DEPTH][2];
 	int err;                        /* -errno of the setup, for main */
+	int ring_made;                  /* ring set up: exit it at the end */
+	unsigned live;                  /* entries registered and not yet ended */
 	unsigned long served;           /* requests answered on this ring */
 	pthread_mutex_t *lock;
 	pthread_cond_t *cond;
@@ -473,7 +476,9 @@ static int queue_setup(struct queue *q)
 	r = io_uring_queue_init_params(2 * QUEUE_DEPTH, &q->ring, &p);
 	if (r < 0)
 		return r;
-	q->hdr = aligned_alloc(4096, QUEUE_DEPTH * sizeof(*q->hdr) + 4096);
+	q->ring_made = 1;
+	/* aligned_alloc wants a size that is a multiple of the alignment */
+	q->hdr = aligned_alloc(4096, (QUEUE_DEPTH * sizeof(*q->hdr) + 4095) & ~(size_t)4095);
 	q->payload = aligned_alloc(4096, (size_t)QUEUE_DEPTH * MAX_WRITE);
 	q->scratch = aligned_alloc(4096, MAX_WRITE);
 	if (!q->hdr || !q->payload || !q->scratch)
@@ -486,6 +491,7 @@ static int queue_setup(struct queue *q)
 	r = io_uring_submit(&q->ring);
 	if (r < 0)
 		return r;
+	q->live = (unsigned)r;
 	/* REGISTER is handled inside submit: a refusal is already a CQE */
 	if (io_uring_peek_cqe(&q->ring, &cqe) == 0 && cqe->res < 0)
 		return cqe->res;
@@ -495,17 +501,16 @@ static int queue_setup(struct queue *q)
 static void *queue_main(void *arg)
 {
 	struct queue *q = arg;
-	unsigned live = QUEUE_DEPTH;
 
 	q->err = queue_setup(q);
 	pthread_mutex_lock(q->lock);
 	(*q->registered)++;
 	pthread_cond_signal(q->cond);
 	pthread_mutex_unlock(q->lock);
-	if (q->err < 0)
-		return NULL;
 
-	while (live) {
+	/* after a failed setup too: the entries registered before it complete
+	 * with an error once main has ended the connection */
+	while (q->live) {
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 		int r = io_uring_submit_and_wait(&q->ring, 1);
@@ -523,8 +528,8 @@ static void *queue_main(void *arg)
 			ssize_t n;
 
 			seen++;
-			if (cqe->res < 0) {     /* connection gone, or cancelled at exit */
-				live--;
+			if (cqe->res < 0) {     /* refused, or the connection is gone */
+				q->live--;
 				continue;
 			}
 			unique = in->unique;
@@ -544,7 +549,11 @@ static void *queue_main(void *arg)
 		}
 		io_uring_cq_advance(&q->ring, seen);
 	}
-	io_uring_queue_exit(&q->ring);
+	if (q->ring_made)
+		io_uring_queue_exit(&q->ring);
+	free(q->hdr);
+	free(q->payload);
+	free(q->scratch);
 	return NULL;
 }
 
@@ -596,8 +605,8 @@ static int serve(int argc, char **argv)
 	struct server s = { .fd = -1 };
 	struct queue *qs = NULL;
 	struct sigaction sa = { .sa_handler = on_signal };
-	char *buf, *scratch, opts[128];
-	int src, rc = 0, started = 0;
+	char *buf = NULL, *scratch = NULL, opts[128];
+	int src, rc = 1, started = 0;
 	unsigned long served = 0;       /* requests answered over /dev/fuse */
 	struct stat st;
 
@@ -613,35 +622,45 @@ static int serve(int argc, char **argv)
 	if (s.idle && idle_policy() < 0)
 		return fail("cannot set SCHED_IDLE: %s", strerror(errno));
 	src = open(argv[2], O_RDONLY | O_CLOEXEC);
-	if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode))
-		return fail("'%s': not a readable regular file", argv[2]);
+	if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fail("'%s': not a readable regular file", argv[2]);
+		goto out;
+	}
 	s.big_size = (size_t)st.st_size;
 	s.big = malloc(s.big_size + 1);
-	if (!s.big)
-		return fail("'%s': out of memory", argv[2]);
-	for (size_t got = 0; got < s.big_size;) {
+	for (size_t got = 0; s.big && got < s.big_size;) {
 		ssize_t n = pread(src, (char *)s.big + got, s.big_size - got, (off_t)got);
 
-		if (n <= 0)
-			return fail("'%s': read failed", argv[2]);
+		if (n <= 0) {
+			fail("'%s': read failed", argv[2]);
+			goto out;
+		}
 		got += (size_t)n;
 	}
 	close(src);
+	src = -1;
 	for (size_t i = 0; i < SMALL_SIZE; i++)
 		s.small[i] = (char)('a' + i % 26);
 	s.nqueues = possible_cpus();
 	buf = aligned_alloc(4096, DEV_BUF);
 	scratch = aligned_alloc(4096, MAX_WRITE);
-	if (!buf || !scratch)
-		return fail("out of memory");
+	if (!s.big || !buf || !scratch) {
+		fail("out of memory");
+		goto out;
+	}
 
 	s.fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-	if (s.fd < 0)
-		return fail("/dev/fuse: %s", strerror(errno));
+	if (s.fd < 0) {
+		fail("/dev/fuse: %s", strerror(errno));
+		goto out;
+	}
 	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", s.fd);
 	if (mount("uringbench", g_mountpoint, "fuse.uringbench", MS_NOSUID | MS_NODEV | MS_RDONLY,
-	          opts) < 0)
-		return fail("cannot mount on '%s': %s", g_mountpoint, strerror(errno));
+	          opts) < 0) {
+		fail("cannot mount on '%s': %s", g_mountpoint, strerror(errno));
+		goto out;
+	}
+	rc = 0;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 
@@ -705,6 +724,15 @@ static int serve(int argc, char **argv)
 				fprintf(stderr, ", queue %u %lu", i, qs[i].served);
 			}
 	fputc('\n', stderr);
+out:
+	if (src >= 0)
+		close(src);
+	if (s.fd >= 0)
+		close(s.fd);
+	free(qs);
+	free(scratch);
+	free(buf);
+	free((char *)s.big);
 	return rc;
 }
 
@@ -770,91 +798,110 @@ static int warm_pass(const char *mnt, char *buf)
 	return 0;
 }
 
+/* open+close of one cached file, or stat of the uncached one, COUNT times */
+static int load_loop(const char *mnt, int is_open, long count)
+{
+	char path[4096];
+	double t0 = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", mnt, is_open ? "s000" : "u");
+	for (long i = -count / 10; i < count; i++) {
+		struct stat st;
+
+		if (i == 0)
+			t0 = now_us();
+		if (is_open) {
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+			if (fd < 0)
+				return fail("'%s': %s", path, strerror(errno));
+			close(fd);
+		} else if (stat(path, &st) < 0) {
+			return fail("'%s': %s", path, strerror(errno));
+		}
+	}
+	printf("us_per_op=%.3f migrations=%ld\n", (now_us() - t0) / (double)count, migrations());
+	return 0;
+}
+
+/* COUNT O_DIRECT reads of 4 KiB at random offsets of /big, each timed */
+static int load_pread(const char *mnt, long count, char *buf)
+{
+	double *lat = malloc((size_t)count * sizeof(*lat)), t0;
+	char path[4096];
+	unsigned seed = 12345;
+	struct stat st;
+	int fd, r = 1;
+	off_t blocks;
+
+	snprintf(path, sizeof(path), "%s/big", mnt);
+	fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (!lat || fd < 0 || fstat(fd, &st) < 0 || st.st_size < 4096) {
+		fail("'%s': cannot open for O_DIRECT reads of 4 KiB", path);
+		goto out;
+	}
+	blocks = st.st_size / 4096;
+	for (long i = 0; i < count / 10; i++)
+		if (read_block(fd, buf, (off_t)(rand_r(&seed) % blocks), path))
+			goto out;
+	t0 = now_us();
+	for (long i = 0; i < count; i++) {
+		double a = now_us();
+
+		if (read_block(fd, buf, (off_t)(rand_r(&seed) % blocks), path))
+			goto out;
+		lat[i] = now_us() - a;
+	}
+	t0 = now_us() - t0;
+	qsort(lat, (size_t)count, sizeof(*lat), cmp_double);
+	printf("p50_us=%.3f p90_us=%.3f p99_us=%.3f iops=%.0f migrations=%ld\n", lat[count / 2],
+	       lat[(size_t)((double)count * 0.9)], lat[(size_t)((double)count * 0.99)],
+	       (double)count / (t0 / 1e6), migrations());
+	r = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(lat);
+	return r;
+}
+
+/* COUNT passes of open, read 4 KiB, close over the small files, after one
+ * untimed pass that fills the page cache (keep_cache holds it) */
+static int load_warm(const char *mnt, long count, char *buf)
+{
+	double t0;
+
+	if (warm_pass(mnt, buf))
+		return 1;
+	t0 = now_us();
+	for (long p = 0; p < count; p++)
+		if (warm_pass(mnt, buf))
+			return 1;
+	printf("us_per_op=%.3f migrations=%ld\n", (now_us() - t0) / (double)(count * SMALL_FILES),
+	       migrations());
+	return 0;
+}
+
 static int load(int argc, char **argv)
 {
-	const char *test, *mnt;
-	char path[4096], *buf;
+	const char *test;
+	char *buf;
 	long count;
-	double t0, t;
+	int r;
 
 	if (argc != 4 || (count = strtol(argv[3], NULL, 10)) <= 0)
 		return fail("usage: uring load open|stat|pread|warm MOUNTPOINT COUNT"), 2;
 	test = argv[1];
-	mnt = argv[2];
-	buf = aligned_alloc(4096, 4096);
+	if (!strcmp(test, "open") || !strcmp(test, "stat"))
+		return load_loop(argv[2], !strcmp(test, "open"), count);
+	if (strcmp(test, "pread") && strcmp(test, "warm"))
+		return fail("unknown test '%s'", test), 2;
+	buf = aligned_alloc(4096, 4096);        /* O_DIRECT wants it aligned */
 	if (!buf)
 		return fail("out of memory");
-
-	if (!strcmp(test, "open") || !strcmp(test, "stat")) {
-		int is_open = !strcmp(test, "open");
-		long warm = count / 10;
-
-		snprintf(path, sizeof(path), "%s/%s", mnt, is_open ? "s000" : "u");
-		t0 = 0;
-		for (long i = -warm; i < count; i++) {
-			struct stat st;
-
-			if (i == 0)
-				t0 = now_us();
-			if (is_open) {
-				int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-				if (fd < 0)
-					return fail("'%s': %s", path, strerror(errno));
-				close(fd);
-			} else if (stat(path, &st) < 0) {
-				return fail("'%s': %s", path, strerror(errno));
-			}
-		}
-		t = now_us() - t0;
-		printf("us_per_op=%.3f migrations=%ld\n", t / (double)count, migrations());
-		return 0;
-	}
-	if (!strcmp(test, "pread")) {
-		double *lat = malloc((size_t)count * sizeof(*lat));
-		struct stat st;
-		unsigned seed = 12345;
-		off_t blocks;
-		int fd;
-
-		snprintf(path, sizeof(path), "%s/big", mnt);
-		fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-		if (!lat || fd < 0 || fstat(fd, &st) < 0 || st.st_size < 4096)
-			return fail("'%s': cannot open for O_DIRECT reads of 4 KiB", path);
-		blocks = st.st_size / 4096;
-		for (long i = 0; i < count / 10; i++)
-			if (read_block(fd, buf, (off_t)(rand_r(&seed) % blocks), path))
-				return 1;
-		t0 = now_us();
-		for (long i = 0; i < count; i++) {
-			double a = now_us();
-
-			if (read_block(fd, buf, (off_t)(rand_r(&seed) % blocks), path))
-				return 1;
-			lat[i] = now_us() - a;
-		}
-		t = now_us() - t0;
-		qsort(lat, (size_t)count, sizeof(*lat), cmp_double);
-		printf("p50_us=%.3f p90_us=%.3f p99_us=%.3f iops=%.0f migrations=%ld\n", lat[count / 2],
-		       lat[(size_t)((double)count * 0.9)], lat[(size_t)((double)count * 0.99)],
-		       (double)count / (t / 1e6), migrations());
-		close(fd);
-		free(lat);
-		return 0;
-	}
-	if (!strcmp(test, "warm")) {
-		if (warm_pass(mnt, buf))
-			return 1;       /* fills the page cache: keep_cache holds it */
-		t0 = now_us();
-		for (long p = 0; p < count; p++)
-			if (warm_pass(mnt, buf))
-				return 1;
-		t = now_us() - t0;
-		printf("us_per_op=%.3f migrations=%ld\n", t / (double)(count * SMALL_FILES),
-		       migrations());
-		return 0;
-	}
-	return fail("unknown test '%s'", test), 2;
+	r = !strcmp(test, "pread") ? load_pread(argv[2], count, buf) : load_warm(argv[2], count, buf);
+	free(buf);
+	return r;
 }
 
 /* ---- a second holder of a server's /dev/fuse descriptor ---- */
@@ -877,10 +924,12 @@ static int hold(int argc, char **argv)
 		return fail("usage: uring hold PID FD"), 2;
 	pidfd = (int)syscall(SYS_pidfd_open, atoi(argv[1]), 0);
 	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, atoi(argv[2]), 0);
-	buf = malloc(DEV_BUF);
-	if (fd < 0 || !buf)
+	if (fd < 0)
 		return fail("cannot take descriptor %s of process %s: %s", argv[2], argv[1],
 		            strerror(errno));
+	buf = malloc(DEV_BUF);
+	if (!buf)
+		return fail("out of memory");
 	printf("held\n");
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
@@ -906,6 +955,9 @@ static int hold(int argc, char **argv)
 		}
 		fflush(stdout);
 	}
+	free(buf);
+	close(fd);
+	close(pidfd);
 	return 0;
 }
 

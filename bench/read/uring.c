@@ -20,6 +20,8 @@
  *                                         the /dev/fuse thread stays for what still
  *                                         comes that way (FORGET, INTERRUPT)
  *   uring serve … --idle …                the serving threads run SCHED_IDLE
+ *   uring serve … --adopt=PID:FD …        a successor: serve the connection whose
+ *                                         /dev/fuse is PID's FD (uring hold), no mount
  *   uring load TEST MOUNTPOINT COUNT      the measuring client: TEST is open, stat,
  *                                         pread or warm; prints one line of figures
  *   uring hold PID FD                     a second holder of a server's /dev/fuse
@@ -600,6 +602,30 @@ static int start_queues(struct server *s, struct queue **ret)
 	return 0;
 }
 
+/* A copy of process PID's descriptor FD: the same open file, so for
+ * /dev/fuse the same connection. */
+static int take_fd(int pid, int fd)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
+
+	if (pidfd < 0)
+		return -1;
+	r = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	close(pidfd);
+	return r;
+}
+
+#define NOTIFY_RESEND 7         /* FUSE_NOTIFY_RESEND, uapi 7.40 */
+
+/* Have the kernel put the requests read over /dev/fuse and not answered back
+ * on /dev/fuse (those held by ring entries it does not touch). */
+static int notify_resend(int fd)
+{
+	struct fuse_out_header oh = { .len = sizeof(oh), .error = NOTIFY_RESEND };
+
+	return write(fd, &oh, sizeof(oh)) == sizeof(oh) ? 0 : -1;
+}
+
 static int serve(int argc, char **argv)
 {
 	struct server s = { .fd = -1 };
@@ -607,23 +633,34 @@ static int serve(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	char *buf = NULL, *scratch = NULL, opts[128];
 	int src, rc = 1, started = 0;
+	ssize_t r;
 	unsigned long served = 0;       /* requests answered over /dev/fuse */
 	struct stat st;
+	const char *adopt = NULL;       /* --adopt=PID:FD */
+	int mode = 0, a;
 
-	if (argc == 5 && !strcmp(argv[2], "--idle")) {
-		s.idle = 1;
-		argv[2] = argv[1];
-		argc--, argv++;
+	for (a = 1; a < argc && !strncmp(argv[a], "--", 2); a++) {
+		if (!strcmp(argv[a], "--dev") || !strcmp(argv[a], "--uring")) {
+			mode = 1;
+			s.uring = !strcmp(argv[a], "--uring");
+		} else if (!strcmp(argv[a], "--idle")) {
+			s.idle = 1;
+		} else if (!strncmp(argv[a], "--adopt=", 8) && strchr(argv[a], ':')) {
+			adopt = argv[a] + 8;
+		} else {
+			mode = 0;
+			break;
+		}
 	}
-	if (argc != 4 || (strcmp(argv[1], "--dev") && strcmp(argv[1], "--uring")))
-		return fail("usage: uring serve --dev|--uring [--idle] FILE MOUNTPOINT"), 2;
-	s.uring = !strcmp(argv[1], "--uring");
-	g_mountpoint = argv[3];
+	if (!mode || argc - a != 2)
+		return fail("usage: uring serve --dev|--uring [--idle] [--adopt=PID:FD] FILE MOUNTPOINT"), 2;
+	argv += a - 1;
+	g_mountpoint = argv[2];
 	if (s.idle && idle_policy() < 0)
 		return fail("cannot set SCHED_IDLE: %s", strerror(errno));
-	src = open(argv[2], O_RDONLY | O_CLOEXEC);
+	src = open(argv[1], O_RDONLY | O_CLOEXEC);
 	if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fail("'%s': not a readable regular file", argv[2]);
+		fail("'%s': not a readable regular file", argv[1]);
 		goto out;
 	}
 	s.big_size = (size_t)st.st_size;
@@ -632,7 +669,7 @@ static int serve(int argc, char **argv)
 		ssize_t n = pread(src, (char *)s.big + got, s.big_size - got, (off_t)got);
 
 		if (n <= 0) {
-			fail("'%s': read failed", argv[2]);
+			fail("'%s': read failed", argv[1]);
 			goto out;
 		}
 		got += (size_t)n;
@@ -649,6 +686,24 @@ static int serve(int argc, char **argv)
 		goto out;
 	}
 
+	if (adopt) {
+		/* a successor: the connection is set up and INIT long answered; have
+		 * the kernel resend what the dead server had read, then serve */
+		s.fd = take_fd(atoi(adopt), atoi(strchr(adopt, ':') + 1));
+		if (s.fd < 0 || notify_resend(s.fd) < 0) {
+			fail("--adopt=%s: %s", adopt, strerror(errno));
+			goto out;
+		}
+		rc = 0;
+		if (s.uring && (r = start_queues(&s, &qs)) < 0) {
+			fail("io_uring queue setup failed: %s", strerror((int)-r));
+			rc = 1;
+		}
+		started = 1;
+		printf("ready\n");
+		fflush(stdout);
+		goto serve;
+	}
 	s.fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (s.fd < 0) {
 		fail("/dev/fuse: %s", strerror(errno));
@@ -661,12 +716,13 @@ static int serve(int argc, char **argv)
 		goto out;
 	}
 	rc = 0;
+serve:
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 
-	for (;;) {
+	while (!rc) {
 		const struct fuse_in_header *h = (const struct fuse_in_header *)buf;
-		ssize_t n = read(s.fd, buf, DEV_BUF), r;
+		ssize_t n = read(s.fd, buf, DEV_BUF);
 		const void *out;
 		size_t hs;
 
@@ -906,8 +962,6 @@ static int load(int argc, char **argv)
 
 /* ---- a second holder of a server's /dev/fuse descriptor ---- */
 
-#define NOTIFY_RESEND 7         /* FUSE_NOTIFY_RESEND, uapi 7.40 */
-
 /*
  * uring hold PID FD: take a copy of PID's descriptor FD (pidfd_getfd, so the
  * same open /dev/fuse, not a new connection) and keep the connection alive
@@ -918,25 +972,22 @@ static int load(int argc, char **argv)
 static int hold(int argc, char **argv)
 {
 	char line[64], *buf;
-	int pidfd, fd;
+	int fd;
 
 	if (argc != 3)
 		return fail("usage: uring hold PID FD"), 2;
-	pidfd = (int)syscall(SYS_pidfd_open, atoi(argv[1]), 0);
-	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, atoi(argv[2]), 0);
+	fd = take_fd(atoi(argv[1]), atoi(argv[2]));
 	if (fd < 0)
 		return fail("cannot take descriptor %s of process %s: %s", argv[2], argv[1],
 		            strerror(errno));
 	buf = malloc(DEV_BUF);
 	if (!buf)
 		return fail("out of memory");
-	printf("held\n");
+	printf("held %d\n", fd);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strcmp(line, "resend\n")) {
-			struct fuse_out_header oh = { .len = sizeof(oh), .error = NOTIFY_RESEND };
-
-			if (write(fd, &oh, sizeof(oh)) < 0)
+			if (notify_resend(fd) < 0)
 				printf("resend failed: %s\n", strerror(errno));
 			else
 				printf("resend sent\n");
@@ -957,7 +1008,6 @@ static int hold(int argc, char **argv)
 	}
 	free(buf);
 	close(fd);
-	close(pidfd);
 	return 0;
 }
 
@@ -969,7 +1019,7 @@ int main(int argc, char **argv)
 		return load(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "hold"))
 		return hold(argc - 1, argv + 1);
-	fprintf(stderr, "usage: uring serve --dev|--uring [--idle] FILE MOUNTPOINT\n"
+	fprintf(stderr, "usage: uring serve --dev|--uring [--idle] [--adopt=PID:FD] FILE MOUNTPOINT\n"
 	                "       uring load open|stat|pread|warm MOUNTPOINT COUNT\n"
 	                "       uring hold PID FD\n");
 	return 2;

@@ -238,11 +238,11 @@ static size_t op_header_size(uint32_t opcode)
 	}
 }
 
-static size_t readdir_fill(const struct server *s, uint64_t off, char *out, size_t size)
+/* The root's entries from index off on, as many as fit in size bytes */
+static size_t readdir_fill(uint64_t off, char *out, size_t size)
 {
 	size_t used = 0;
 
-	(void)s;
 	for (uint64_t i = off; i < 2 + SMALL_FILES + 2; i++) {
 		char name[8];
 		struct fuse_dirent *d = (struct fuse_dirent *)(out + used);
@@ -351,7 +351,7 @@ static ssize_t handle(const struct server *s, const struct fuse_in_header *h,
 
 		if (ino != FUSE_ROOT_ID)
 			return -ENOTDIR;
-		return (ssize_t)readdir_fill(s, r->offset, scratch, size);
+		return (ssize_t)readdir_fill(r->offset, scratch, size);
 	}
 	case FUSE_RELEASE:
 	case FUSE_RELEASEDIR:

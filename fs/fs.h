@@ -55,6 +55,12 @@ struct fs_params {
 	 * mount (fs_trace), hits and misses alike.  Implies no_passthrough: a
 	 * file the kernel reads itself would go unseen. */
 	bool record;
+	/* fs_adopt only: the connection's mount was detached by an earlier
+	 * worker (unmounted while in use): nothing is mounted at mountpoint for
+	 * it (another mount may be), so it is never looked up, unmounted or
+	 * aborted by path; it is served as closing until its last user lets
+	 * go (fs_unmount_done). */
+	bool detached;
 	/* An access profile of this image (borrowed; must outlive the fs), or
 	 * NULL.  When a read touches a chunk at position p of a trace that leads
 	 * (matched the most reads so far), positions p+1..p+profile_window of that

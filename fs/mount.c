@@ -153,9 +153,10 @@ static int fs_new(const struct fs_params *p, struct fs **ret)
  * the cache's per-image counters and start serving. */
 static int fs_start(struct fs *f)
 {
-	f->mounted = true;
+	f->mounted = !f->p.detached;
 	/* From mountinfo, not stat(): the mount answers only once the loop runs. */
-	(void)fs_find_mount(f->mountpoint, &f->dev);
+	if (f->mounted)
+		(void)fs_find_mount(f->mountpoint, &f->dev);
 	/* the cache's slots are few (its stats file, for readers without a
 	 * node); the fs counts every mount itself (fs_get_status) */
 	f->slot = cache_image_register(f->p.cache, f->index_hex, f->info.data_bytes, f->mountpoint);
@@ -213,6 +214,8 @@ int fs_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret)
 		r = fs_start(f);
 	if (r < 0)
 		goto fail;
+	if (p->detached)
+		fs_unmount(f);  /* closing: not mounted, so nothing done by path */
 	*ret = f;
 	return 0;
 fail:

@@ -97,6 +97,32 @@ static void record_del(struct holder *h, const char *mountpoint)
 	*rec = h->recs[--h->nrecs];
 }
 
+/* A mount being unmounted: its record goes on under key, marked detached
+ * for the next worker (node-internal.h, DETACH). */
+static int record_detach(struct holder *h, const char *mountpoint, const char *key)
+{
+	struct record *rec = record_find(h, mountpoint);
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char *k;
+
+	if (!rec || rec->json[0] != '{')
+		return rec ? -EBADMSG : 0;
+	k = strdup(key);
+	if (!k || buf_printf(&b, "{\"detached\":") < 0 || node_json_str(&b, key) < 0 ||
+	    buf_printf(&b, ",%s", rec->json + 1) < 0) {
+		free(k);
+		return -ENOMEM;
+	}
+	record_del(h, key);
+	rec = record_find(h, mountpoint);
+	free(rec->mountpoint);
+	rec->mountpoint = k;
+	free(rec->json);
+	rec->json = (char *)b.data;
+	b = (struct buf)BUF_INIT;
+	return 0;
+}
+
 /* Take the worker's record of a new mount (and its descriptors: fds). */
 static int record_add(struct holder *h, const struct buf *b, int fds[NODE_MSG_FDS])
 {
@@ -279,6 +305,12 @@ static void on_message(struct holder *h)
 	case NODE_MSG_DEL:
 		if (json_parse(b.data, b.len, &j, NULL) == 0 && json_get_cstr(j, "mountpoint"))
 			record_del(h, json_get_cstr(j, "mountpoint"));
+		break;
+	case NODE_MSG_DETACH:
+		if (json_parse(b.data, b.len, &j, NULL) == 0 && json_get_cstr(j, "mountpoint") &&
+		    json_get_cstr(j, "key") &&
+		    (r = record_detach(h, json_get_cstr(j, "mountpoint"), json_get_cstr(j, "key"))) < 0)
+			log_errno(r, "node: keeping the record of a detached mount");
 		break;
 	case NODE_MSG_UPGRADE:
 		if (json_parse(b.data, b.len, &j, NULL) == 0 && json_get_cstr(j, "binary")) {

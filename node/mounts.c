@@ -88,6 +88,7 @@ void node_mount_free(struct mount *m)
 	free(m->ref);
 	free(m->store_url);
 	free(m->cache_dir);
+	free(m->holder_key);
 	if (m->have_cfg)
 		node_config_destroy(&m->cfg);
 	free(m);
@@ -253,6 +254,26 @@ static void tell_holder_del(struct worker *w, const char *mountpoint)
 		(void)node_msg_send(w->chan, NODE_MSG_DEL, (char *)b.data, b.len, NULL, 0);
 }
 
+/* m was just unmounted: have the holder keep its record under a key of its
+ * own (m->holder_key), so that the connection outlives this worker while
+ * the detached mount is in use and a new mount may take the mountpoint.
+ * Without a key, the record stays under the mountpoint. */
+static void tell_holder_detach(struct worker *w, struct mount *m)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char key[PATH_MAX + 64];
+
+	if (w->chan < 0 || w->holder_gone)
+		return;
+	snprintf(key, sizeof(key), "%s (detached %u:%u)", m->mountpoint, major(m->dev),
+	         minor(m->dev));
+	if (buf_printf(&b, "{\"mountpoint\":") == 0 && node_json_str(&b, m->mountpoint) == 0 &&
+	    buf_printf(&b, ",\"key\":") == 0 && node_json_str(&b, key) == 0 &&
+	    buf_printf(&b, "}") == 0 &&
+	    node_msg_send(w->chan, NODE_MSG_DETACH, (char *)b.data, b.len, NULL, 0) == 0)
+		m->holder_key = strdup(key);
+}
+
 /* How long ending a mount waits for its connection to end before it answers
  * and leaves a mount still in use to end on its own: one nobody uses ends in
  * a few turns of the loop.  Waiting longer would hold every other request of
@@ -320,7 +341,8 @@ bool node_mount_end(struct worker *w, size_t i)
 		node_mount_pid_file(m, path, sizeof(path));
 		(void)unlink(path);
 	}
-	tell_holder_del(w, m->mountpoint);
+	if (m->fs)
+		tell_holder_detach(w, m);
 	w->mounts[i] = w->mounts[--w->nmounts];
 	if (m->fs && !wait_unmounted(w, m->fs, MOUNT_END_WAIT_MS) &&
 	    mount_push(&w->gone, &w->ngone, m) == 0) {
@@ -328,6 +350,7 @@ bool node_mount_end(struct worker *w, size_t i)
 		        "user lets go", m->mountpoint);
 		return false;
 	}
+	tell_holder_del(w, m->holder_key ? m->holder_key : m->mountpoint);
 	fs_free(m->fs);
 	m->fs = NULL;
 	node_mount_free(m);
@@ -343,6 +366,9 @@ void node_mounts_reap_gone(struct worker *w)
 			i++;
 			continue;
 		}
+		/* never by mountpoint here: a new mount may have taken it */
+		if (m->holder_key)
+			tell_holder_del(w, m->holder_key);
 		fs_free(m->fs);
 		m->fs = NULL;
 		node_mount_free(m);
@@ -442,10 +468,13 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 
 		mnt = json_get_cstr(j, "mountpoint");
 		m->mountpoint = mnt ? strdup(mnt) : NULL;
+		/* unmounted by an earlier worker while in use (tell_holder_detach) */
+		if ((s = json_get_cstr(j, "detached")) && !(m->holder_key = strdup(s)))
+			r = -ENOMEM;
 		m->ref = (s = json_get_cstr(j, "ref")) ? strdup(s) : NULL;
 		s = json_get_cstr(j, "index");
 		(void)json_bool(json_get(j, "shared"), &m->shared);
-		if (!m->mountpoint || !m->ref || !s || strlen(s) != 32)
+		if (r == 0 && (!m->mountpoint || !m->ref || !s || strlen(s) != 32))
 			r = -EBADMSG;
 		else
 			memcpy(m->hex, s, sizeof(m->hex));
@@ -463,11 +492,20 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 
 		m->state_fd = TAKE_FD(fds[1]);
 		mount_params(w, m, &fp);
+		fp.detached = m->holder_key != NULL;
 		r = node_adopt(&fp, &fds[0], &m->fs);
 	}
-	if (r == 0)
+	if (r == 0 && m->holder_key) {
+		/* served until its last user lets go, then node_mounts_reap_gone */
+		r = mount_push(&w->gone, &w->ngone, m);
+		if (r == 0)
+			m = NULL;
+	} else if (r == 0) {
 		r = mounts_add(w, m);
-	if (r == 0) {
+	}
+	if (r == 0 && !m) {
+		/* a detached one, taken over */
+	} else if (r == 0) {
 		(void)fs_find_mount(m->mountpoint, &m->dev);
 		pid_file_write(m);
 		keep_index(m);
@@ -475,9 +513,14 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	} else if (mnt) {
 		if (r != -ENOTCONN)
 			log_errno(r, "mount '%s': cannot take it over; ending it", mnt);
-		fs_free(m->fs);
-		(void)node_abort_mount(mnt);
-		tell_holder_del(w, mnt);
+		if (m->fs && !m->holder_key)
+			fs_free(m->fs);
+		else if (m->fs)
+			node_leave(m->fs);  /* its record is dropped below: that ends it */
+		m->fs = NULL;
+		if (!m->holder_key)
+			(void)node_abort_mount(mnt);  /* a detached one has no path of its own */
+		tell_holder_del(w, m->holder_key ? m->holder_key : mnt);
 	}
 	for (int i = 0; i < NODE_MSG_FDS; i++)
 		if (fds[i] >= 0)

@@ -19,7 +19,11 @@ struct buf;
  * LEAVE (upgrade: hand every mount back and exit).
  * worker -> holder: READY (serving), ADD (a new mount: its record, fds as
  * above; sent before the client hears of the mount), DEL (a mount ended:
- * {"mountpoint":M}), UPGRADE ({"binary":PATH}), STOP (the node is ending).
+ * {"mountpoint":M}, M the record's key), DETACH (a mount is being unmounted:
+ * {"mountpoint":M,"key":K}: its record is kept under K, marked
+ * "detached":K, until a DEL of K, so that a mount still in use survives
+ * the worker and a new mount may take M), UPGRADE ({"binary":PATH}), STOP
+ * (the node is ending).
  */
 enum node_msg_type {
 	NODE_MSG_HELLO = 1,
@@ -31,6 +35,7 @@ enum node_msg_type {
 	NODE_MSG_DEL,
 	NODE_MSG_UPGRADE,
 	NODE_MSG_STOP,
+	NODE_MSG_DETACH,
 };
 
 #define NODE_MSG_MAX (64u << 10)   /* a record is a few hundred bytes */
@@ -108,6 +113,9 @@ struct mount {
 	struct fs *fs;
 	int state_fd;             /* the connection's state file (-1: none) */
 	dev_t dev;
+	/* Unmounted while in use: the holder keeps its record under this key
+	 * (not the mountpoint, which a new mount may take), NULL before. */
+	char *holder_key;
 	pthread_t keeper;         /* keeping the index in the cache (keep_index) */
 	bool keeping;
 };
@@ -150,7 +158,8 @@ struct worker {
 	struct mount **mounts;
 	size_t nmounts;
 	/* Unmounted, but still in use: served until their last user lets go
-	 * (node_mount_end), then freed (node_mounts_reap_gone). */
+	 * (node_mount_end, or taken over: node_mount_adopt), then freed
+	 * (node_mounts_reap_gone). */
 	struct mount **gone;
 	size_t ngone;
 	struct client *clients;   /* reading a request */
@@ -185,8 +194,8 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 bool node_mount_end(struct worker *w, size_t i);
 /* Free the mounts node_mount_end left in use once their last user let go. */
 void node_mounts_reap_gone(struct worker *w);
-/* Upgrade: the mounts still in use are not handed on (the holder forgot
- * them); their connections end with this worker. */
+/* Upgrade: leave the mounts still in use to the next worker, which takes
+ * them over from the holder's records (kept under their detached keys). */
 void node_mounts_drop_gone(struct worker *w);
 /* Stop: end every mount and wait for those still in use. */
 void node_mounts_end_all(struct worker *w);

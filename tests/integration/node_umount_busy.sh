@@ -5,9 +5,11 @@
 #     seconds, says the mount is still in use, and exits 0;
 #  2. meanwhile the node answers `node status` and serves its other mount;
 #  3. the mountpoint is free: the image mounts there again and reads;
-#  4. without fusectl, the detached mount still serves the process that holds it, and once
-#     that process is gone the node lets its connection go; with fusectl it is aborted;
-#  5. `node stop` ends the rest.
+#  4. without fusectl, the detached mount outlives its worker: after a `node upgrade` and a
+#     `kill -9` of the worker, it still serves the process that holds it (no error);
+#  5. once that process is gone the node lets its connection go, and the holder its record;
+#     with fusectl it is aborted instead;
+#  6. `node stop` ends the rest.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd fusermount3 python3
@@ -21,9 +23,15 @@ echo beside >"$WORK/src/g"
 "$LAZYROOT" build "$WORK/src/d" --store "dir:$WORK/store" --tag b:1 --no-progress >/dev/null
 check "$LAZYROOT" mount a:1 "$WORK/mnt" --store "dir:$WORK/store" --cache "$WORK/cache"
 check "$LAZYROOT" mount b:1 "$WORK/mnt2" --store "dir:$WORK/store" --cache "$WORK/cache"
-node=$("$LAZYROOT" node status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])')
-fuse_fds() { find "/proc/$node/fd" -lname /dev/fuse 2>/dev/null | wc -l; }
+status_of() {
+	timeout 60 "$LAZYROOT" node status --json |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+node=$(status_of pid)
+holder=$(status_of holder_pid)
+fuse_fds() { find "/proc/${1:-$node}/fd" -lname /dev/fuse 2>/dev/null | wc -l; }
 fds0=$(fuse_fds)
+hfds0=$(fuse_fds "$holder")
 
 # A user of the mount: its working directory inside, reading a file of the mount (through
 # that directory) when told to.
@@ -51,9 +59,26 @@ check grep -qx inside "$WORK/mnt2/f"
 check "$LAZYROOT" mount a:1 "$WORK/mnt" --store "dir:$WORK/store" --cache "$WORK/cache"
 check grep -qx beside "$WORK/mnt/g"
 
-# --- 4. the detached mount and its user
+# --- 4. the detached mount outlives its worker: an upgrade, then a kill -9
+if ! grep -q fusectl /proc/mounts; then
+	check timeout 60 "$LAZYROOT" node upgrade
+	old=$node
+	node=$(status_of pid)
+	check test "$node" != "$old"
+	kill -9 "$node"
+	old=$node
+	for _ in $(seq 600); do
+		node=$(status_of pid) || break
+		[ "$node" != "$old" ] && break
+	done
+	check test "$node" != "$old"
+	check test "$(status_of holder_pid)" = "$holder"
+	check grep -qx beside "$WORK/mnt/g"
+fi
+
+# --- 5. the detached mount and its user
 echo go >"$WORK/go"
-wait "$user"
+wait "$user" || true  # its read is checked below
 if grep -q fusectl /proc/mounts; then
 	# aborted: its user gets an error, never a hang
 	check test -s "$WORK/late.err"
@@ -63,10 +88,14 @@ else
 	# with both mounts and the detached one
 	for _ in $(seq 100); do [ "$(fuse_fds)" -le "$fds0" ] && break; sleep 0.1; done
 	check test "$(fuse_fds)" -le "$fds0"
+	# and the holder keeps no record of it
+	for _ in $(seq 100); do [ "$(fuse_fds "$holder")" -le "$hfds0" ] && break; sleep 0.1; done
+	check test "$(fuse_fds "$holder")" -le "$hfds0"
 fi
+check test ! -s "$WORK/late.err" -o -n "$(grep fusectl /proc/mounts)"
 check grep -qx beside "$WORK/mnt/g"
 
-# --- 5. stop
+# --- 6. stop
 check timeout 30 "$LAZYROOT" node stop
 check_not mountpoint -q "$WORK/mnt"
 check_not mountpoint -q "$WORK/mnt2"

@@ -500,17 +500,13 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 		r = mount_push(&w->gone, &w->ngone, m);
 		if (r == 0)
 			m = NULL;
-	} else if (r == 0) {
-		r = mounts_add(w, m);
-	}
-	if (r == 0 && !m) {
-		/* a detached one, taken over */
-	} else if (r == 0) {
+	} else if (r == 0 && (r = mounts_add(w, m)) == 0) {
 		(void)fs_find_mount(m->mountpoint, &m->dev);
 		pid_file_write(m);
 		keep_index(m);
 		m = NULL;
-	} else if (mnt) {
+	}
+	if (r < 0 && mnt) {
 		if (r != -ENOTCONN)
 			log_errno(r, "mount '%s': cannot take it over; ending it", mnt);
 		if (m->fs && !m->holder_key)

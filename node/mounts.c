@@ -279,7 +279,7 @@ static void tell_holder_detach(struct worker *w, struct mount *m)
  * a few turns of the loop.  Waiting longer would hold every other request of
  * the node (the loop runs nested here, serving the mounts, not the clients).
  * Work of a connection that has ended (reads, prefetches in flight) is always
- * waited for, as before: umount returns once the mount's work is done. */
+ * waited for: umount returns once the mount's work is done. */
 #define MOUNT_END_WAIT_MS 250
 
 struct end_wait {
@@ -509,10 +509,10 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	if (r < 0 && mnt) {
 		if (r != -ENOTCONN)
 			log_errno(r, "mount '%s': cannot take it over; ending it", mnt);
-		if (m->fs && !m->holder_key)
-			fs_free(m->fs);
-		else if (m->fs)
+		if (m->holder_key)
 			node_leave(m->fs);  /* its record is dropped below: that ends it */
+		else
+			fs_free(m->fs);
 		m->fs = NULL;
 		if (!m->holder_key)
 			(void)node_abort_mount(mnt);  /* a detached one has no path of its own */

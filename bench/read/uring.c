@@ -802,9 +802,9 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* How often the scheduler moved this process to another CPU: on this VM each
- * move is a wake-up of a halted vCPU, and it sends the next request to
- * another queue. */
+/* How often the scheduler moved this process to another CPU: where idle
+ * CPUs halt, each move is a wake-up of a halted one, and with io_uring it
+ * sends the next request to another CPU's queue. */
 static long migrations(void)
 {
 	char line[256];

@@ -331,6 +331,19 @@ static void on_message(struct holder *h)
 			close(fds[i]);
 }
 
+/* Every message the channel holds, without waiting: the worker has exited,
+ * though a child of its may still hold its end open. */
+static void drain_messages(struct holder *h)
+{
+	while (h->chan >= 0) {
+		struct pollfd p = { .fd = h->chan, .events = POLLIN };
+
+		if (poll(&p, 1, 0) <= 0)
+			break;
+		on_message(h);
+	}
+}
+
 /* Mounts nobody will serve again: end them so that readers get an error
  * instead of waiting. */
 static void abort_all(struct holder *h)
@@ -498,6 +511,11 @@ int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 					break;
 				if (pid != h.worker)
 					continue;
+				/* What it sent before it exited comes first: a stop
+				 * after the DEL of each mount may still be queued
+				 * behind them, and read after the exit it would be
+				 * lost and the worker restarted. */
+				drain_messages(&h);
 				if (!h.ever_ready) {
 					/* start-up failed: the worker said why on our stderr */
 					status = 1;

@@ -7,7 +7,9 @@
 #  3. a mount is (store, index): the same index from another store is another mount, and a
 #     store without the image is an error, never the existing mount;
 #  4. /metrics over HTTP: node and per-image counters;
-#  5. `node stop` unmounts what it serves and ends holder and worker.
+#  5. `node stop` unmounts what it serves and ends holder and worker;
+#  6. the same when the holder reads its channel late: the stop queued behind the DEL of each
+#     mount and the worker's exit all wait for it at once, and it must still stop.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd fusermount3 python3 curl
@@ -156,4 +158,23 @@ check exited "$pid"
 check_not mountpoint -q "$WORK/mnt"
 check_not mountpoint -q "$m1"
 check_not test -S "$WORK/node.sock"
+check_not "$LAZYROOT" node status
+
+# --- 6. node stop, the holder late to read what the worker sent before it exited
+check "$LAZYROOT" mount t:1 "$WORK/mnt" --store "dir:$WORK/store" --cache "$WORK/cache"
+check "$LAZYROOT" mount t:1 "$WORK/mnt2" --store "dir:$WORK/store" --cache "$WORK/cache"
+pid=$(status pid) holder=$(status holder_pid)
+kill -STOP "$holder"
+"$LAZYROOT" node stop >"$WORK/stop.out" 2>&1 &
+stopper=$!
+for _ in $(seq 200); do exited "$pid" && break; sleep 0.05; done
+check exited "$pid"
+kill -CONT "$holder"
+st=0
+wait "$stopper" || st=$?
+cat "$WORK/stop.out" >&2
+check test "$st" = 0
+check exited "$holder"
+check_not mountpoint -q "$WORK/mnt"
+check_not mountpoint -q "$WORK/mnt2"
 check_not "$LAZYROOT" node status

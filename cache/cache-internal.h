@@ -87,6 +87,8 @@ int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, ui
                struct cache_stats *st, bool alone, struct wfiles **ret);
 /* Stop the worker, taking the results it posted (runs the loop). */
 void wfiles_free(struct wfiles *w);
+/* No object being made or checked, and no result waiting to be taken (w may be NULL). */
+bool wfiles_idle(const struct wfiles *w);
 /* cache_file_open(); have(ud, ch): chunk ch is on the cache disk (have NULL:
  * make no object, use or check one there is). */
 int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,

@@ -98,6 +98,10 @@ struct cache_params {
 int cache_open(const struct cache_params *p, struct loop *loop, struct cache **ret);
 /* Free a cache with no read in flight (drive the loop until they end). */
 void cache_free(struct cache *c);
+/* Whether nothing of c's own is in flight (a fetch, a chunk file being
+ * written, a whole-file object being made): with no reader left either,
+ * cache_free() then has nothing to wait for. */
+bool cache_idle(const struct cache *c);
 
 /* res: bytes copied (== len), or -EIO when the chunk cannot be fetched or
  * fails verification, or another -errno.  cache_read/cache_prefetch return

@@ -659,6 +659,11 @@ fail:
 	return r;
 }
 
+bool wfiles_idle(const struct wfiles *w)
+{
+	return !w || w->out == 0;
+}
+
 void wfiles_free(struct wfiles *w)
 {
 	if (!w)

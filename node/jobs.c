@@ -90,6 +90,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 		r = -EIO;
 		goto fail;
 	}
+	j->nc = nc;
 	r = tools_pack_offsets(st->s, j->im.img, j->hex, &j->pack_offsets);
 	if (r < 0)
 		goto fail;

@@ -125,6 +125,7 @@ struct worker;
 /* A prefetch a client waits for: answered once it has finished. */
 struct pjob {
 	struct node_prefetch *pf;
+	struct ncache *nc;        /* the cache it fills */
 	struct index_map im;
 	uint64_t *pack_offsets;
 	char hex[HASH_HEX_SIZE];
@@ -182,6 +183,8 @@ struct worker {
  * the cache of rc's directory (likewise); NULL, logged, when it cannot be. */
 struct nstore *node_store_get(struct worker *w, const struct node_config *rc);
 struct ncache *node_cache_get(struct worker *w, const struct node_config *rc);
+/* Free the caches whose directory another took the path of, once nothing uses them. */
+void node_caches_prune(struct worker *w);
 
 /* mounts.c */
 void node_mount_pid_file(const struct mount *m, char *out, size_t outlen);

@@ -69,6 +69,41 @@ struct nstore *node_store_get(struct worker *w, const struct node_config *rc)
 	return ns;
 }
 
+static bool cache_used(const struct worker *w, const struct ncache *nc)
+{
+	for (size_t i = 0; i < w->nmounts; i++)
+		if (w->mounts[i]->nc == nc)
+			return true;
+	for (size_t i = 0; i < w->ngone; i++)
+		if (w->gone[i]->nc == nc)
+			return true;
+	for (const struct client *c = w->clients; c; c = c->next)
+		if (c->job && c->job->nc == nc)
+			return true;
+	return false;
+}
+
+/* A cache whose directory was removed (and perhaps made again) stays open
+ * for the mounts and prefetches that use it; once none does and nothing of
+ * its own is in flight it is freed.  Without this a node whose cache
+ * directory is removed between runs kept every earlier cache, with its
+ * memory and its decoder threads, until it stopped. */
+void node_caches_prune(struct worker *w)
+{
+	for (size_t i = 0; i < w->ncaches;) {
+		struct ncache *nc = w->caches[i];
+
+		if (nc->dir[0] || cache_used(w, nc) || !cache_idle(nc->c)) {
+			i++;
+			continue;
+		}
+		cache_free(nc->c);
+		free(nc->dir);
+		free(nc);
+		w->caches[i] = w->caches[--w->ncaches];
+	}
+}
+
 /* One cache per directory, opened with the settings of the first request
  * that names it (the node's own first of all). */
 struct ncache *node_cache_get(struct worker *w, const struct node_config *rc)

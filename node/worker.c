@@ -355,7 +355,7 @@ static void metrics_body(void *ud, FILE *f)
 	}
 	/* the node's own cache's counters; per image, every mount's own (its
 	 * fs keeps them: the cache's slots are few) */
-	if (w->ncaches && cache_stats_map(w->caches[0]->dir, &st) == 0) {
+	if (cache_stats_map(w->cfg->cache_dir, &st) == 0) {
 		struct node_stats_image *im = NULL;
 		size_t n = 0;
 
@@ -417,6 +417,7 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		}
 		reap_finished(&w);
 		node_mounts_reap_gone(&w);
+		node_caches_prune(&w);
 		serve_clients(&w);
 	}
 	if (w.leave) {

@@ -418,9 +418,17 @@ int node_mount_new(struct worker *w, struct mount *m)
 	int fds[NODE_MSG_FDS] = { -1, -1 };
 	int r;
 
-	if (node_lazyroot_mounted(m->mountpoint) == -ENOTCONN) {
+	r = node_lazyroot_mounted(m->mountpoint);
+	if (r == -ENOTCONN) {
 		log_msg(LOG_WARN, "mount '%s': its server is gone; mounting again", m->mountpoint);
 		(void)node_abort_mount(m->mountpoint);
+	} else if (r == 1) {
+		/* not this node's (the callers looked): two nodes given one
+		 * images directory would stack their mounts, each reading
+		 * through whichever is on top */
+		return log_error(-EBUSY, "mount '%s': a lazyroot mount of another node is there; "
+		                 "unmount it, or give each node its own socket, images and cache",
+		                 m->mountpoint);
 	}
 	r = mount_prepare(w, m);
 	if (r < 0)

@@ -6,6 +6,8 @@
 #     fields) each get an error and the node goes on serving, its mount still read;
 #  3. a mount is (store, index): the same index from another store is another mount, and a
 #     store without the image is an error, never the existing mount;
+#     a second node (its own socket) is refused the first node's mountpoints, its mounts not
+#     stacked over them;
 #  4. /metrics over HTTP: node and per-image counters;
 #  5. `node stop` unmounts what it serves and ends holder and worker;
 #  6. the same when the holder reads its channel late: the stop queued behind the DEL of each
@@ -142,6 +144,16 @@ check test "$(python3 -c 'import json, sys; print(len(json.load(sys.stdin)["moun
 	< <("$LAZYROOT" node status --json))" = 3
 check "$LAZYROOT" umount "$m2"
 check_not mountpoint -q "$m2"
+# a second node on the same images directory, as a mistyped socket makes one
+cleanup_add _node_stop "$WORK/b.sock"
+for target in "$WORK/mnt" "$m1"; do
+	err=$("$LAZYROOT" mount t:1 "$target" --store "dir:$WORK/store" --socket "$WORK/b.sock" \
+		--cache "$WORK/cache-b" 2>&1) && fail "a second node mounted over '$target'"
+	check grep -q "a lazyroot mount of another node is there" <<<"$err"
+	check test "$(awk -v t="$target" '$5 == t' /proc/self/mountinfo | grep -c ' - fuse.lazyroot ')" = 1
+done
+check "$LAZYROOT" node stop --socket "$WORK/b.sock"
+check cmp "$WORK/src/d/b" "$WORK/mnt/d/b"
 
 # --- 4. /metrics
 out=$(curl -sf "http://127.0.0.1:$port/metrics")

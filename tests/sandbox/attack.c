@@ -963,7 +963,8 @@ static void attack_reach(int argc, char **argv)
 /* ---- the syscall allowlist ---------------------------------------------- */
 
 /* Run f in a child; true when the child was killed by SIGSYS. */
-static bool killed_by_sigsys(void (*f)(void))
+/* The signal that ended a child running f, or 0 when it exited. */
+static int child_signal(void (*f)(void))
 {
 	pid_t pid = fork();
 	int st = 0;
@@ -972,7 +973,14 @@ static bool killed_by_sigsys(void (*f)(void))
 		f();
 		_exit(0);
 	}
-	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+static bool killed_by_sigsys(void (*f)(void))
+{
+	return child_signal(f) == SIGSYS;
 }
 
 static void x32_getpid(void)
@@ -1017,7 +1025,7 @@ static void attack_allowlist(void)
 	char what[160], buf[16], vec[4];
 	struct iovec iov = { buf, sizeof(buf) };
 	void *m;
-	int fd;
+	int fd, sig;
 	long r;
 
 	for (size_t i = 0; i < sizeof(eperm) / sizeof(eperm[0]); i++) {
@@ -1040,7 +1048,14 @@ static void attack_allowlist(void)
 	expect_errno(syscall(SYS_clone, CLONE_NEWNS | SIGCHLD | (1ul << 40), 0, 0, 0, 0), EPERM,
 	             "clone(CLONE_NEWNS) with high bits set");
 	result(killed_by_sigsys(x32_getpid), "an x32 syscall kills the process", 0);
-	result(killed_by_sigsys(i386_getpid), "an i386 syscall (int 0x80) kills the process", 0);
+	/* Some kernels (paravirtualized guests among them) have no int 0x80 gate
+	 * for 64-bit processes: the instruction itself faults, outside any
+	 * sandbox too, and no i386 syscall can be made to refuse. */
+	sig = child_signal(i386_getpid);
+	if (sig == SIGSEGV)
+		result(true, "an i386 syscall (int 0x80) cannot be made here (SIGSEGV: no int 0x80 gate)", 0);
+	else
+		result(sig == SIGSYS, "an i386 syscall (int 0x80) kills the process", 0);
 
 	/* The page cache: which pages of a file are cached is nobody's business. */
 	fd = open("/bin/sh", O_RDONLY);

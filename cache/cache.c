@@ -633,12 +633,12 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	return 0;
 }
 
-/* Free a cache with no read in flight (drive the loop until they end). */
 bool cache_idle(const struct cache *c)
 {
 	return c->flights_live == 0 && c->fetching == 0 && !c->fq_head && wfiles_idle(c->wf);
 }
 
+/* Free a cache with no read in flight (drive the loop until they end). */
 void cache_free(struct cache *c)
 {
 	if (!c)

@@ -517,13 +517,15 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	if (r < 0 && mnt) {
 		if (r != -ENOTCONN)
 			log_errno(r, "mount '%s': cannot take it over; ending it", mnt);
-		if (m->holder_key)
-			node_leave(m->fs);  /* its record is dropped below: that ends it */
-		else
+		if (m->holder_key) {
+			/* its record is dropped below: that ends it; a detached
+			 * mount has no path of its own to abort */
+			node_leave(m->fs);
+		} else {
 			fs_free(m->fs);
+			(void)node_abort_mount(mnt);
+		}
 		m->fs = NULL;
-		if (!m->holder_key)
-			(void)node_abort_mount(mnt);  /* a detached one has no path of its own */
 		tell_holder_del(w, m->holder_key ? m->holder_key : mnt);
 	}
 	for (int i = 0; i < NODE_MSG_FDS; i++)

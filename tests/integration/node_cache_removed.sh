@@ -3,7 +3,7 @@
 # a cache does between runs: the next mount naming the path gets a new cache there, and the old
 # one, once no mount uses it, is freed with its descriptors and decoder threads.  Eight rounds of
 # mount, read, umount and `rm -rf` of the cache leave the worker with about as many threads and
-# descriptors as the first round did (kept, the old caches added two threads and five
+# descriptors as the first round did (kept, the old caches added two threads and about six
 # descriptors a round); the node's own cache is unaffected.
 . "$(dirname "$0")/../lib/common.sh"
 need_root

@@ -962,8 +962,8 @@ static void attack_reach(int argc, char **argv)
 
 /* ---- the syscall allowlist ---------------------------------------------- */
 
-/* Run f in a child; true when the child was killed by SIGSYS. */
-/* The signal that ended a child running f, or 0 when it exited. */
+/* The signal that ended a child running f, 0 when it exited, -1 when it
+ * could not be run. */
 static int child_signal(void (*f)(void))
 {
 	pid_t pid = fork();
@@ -978,6 +978,7 @@ static int child_signal(void (*f)(void))
 	return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 }
 
+/* Run f in a child; true when the child was killed by SIGSYS. */
 static bool killed_by_sigsys(void (*f)(void))
 {
 	return child_signal(f) == SIGSYS;

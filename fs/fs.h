@@ -117,6 +117,16 @@ bool fs_finished(const struct fs *f);
  * canonical path), read from /proc/self/mountinfo so that the filesystem
  * itself is not asked: -ENOENT when no lazyroot mount is there. */
 int fs_find_mount(const char *mountpoint, dev_t *ret_dev);
+/* The device of the topmost mount of any type at mountpoint, as
+ * fs_find_mount(): -ENOENT when nothing is mounted there. */
+int fs_top_mount(const char *mountpoint, dev_t *ret_dev);
+/* 1 when another mount has been made over f's at its mountpoint (what, n
+ * bytes, gets that one's type and source), 0 when f's is on top or no longer
+ * mounted, or -errno.  Unmounting goes by path, so a covered mount cannot be
+ * unmounted without taking the other with it: fs_unmount() leaves both, and
+ * the caller ends the connection instead (fs_leave(), every descriptor of it
+ * closed: the mount stays below the other, its readers get ENOTCONN). */
+int fs_covered(const struct fs *f, char *what, size_t n);
 /* With p->record: the chunk indices first read so far, in order (borrowed:
  * valid until the next request is served or the fs is freed). */
 const uint32_t *fs_trace(const struct fs *f, size_t *ret_n);
@@ -145,7 +155,9 @@ int fs_adopt(const struct fs_params *p, int *fuse_fd, struct fs **ret);
 void fs_leave(struct fs *f);
 /* End a connection that nobody will serve: detach the lazyroot mount at
  * mountpoint and abort its connection (readers get ENOTCONN, nothing
- * hangs).  -ENOENT when no lazyroot mount is there. */
+ * hangs).  -ENOENT when no lazyroot mount is there; -EBUSY, touching
+ * nothing, when another mount is over it (it may be alive: the path shows
+ * the other mount). */
 int fs_abort_mount(const char *mountpoint);
 void fs_get_status(const struct fs *f, struct fs_status *ret);
 /* Unmount if still mounted and free.  Runs the loop until the fs's reads in

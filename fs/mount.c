@@ -26,7 +26,12 @@ static void unescape_octal(char *s)
 	*o = 0;
 }
 
-int fs_find_mount(const char *mountpoint, dev_t *ret_dev)
+/* The topmost mount at mountpoint, of any type or only of type: its device,
+ * and in what (n bytes, n may be 0) its type and source.  mountinfo lists a
+ * mount after the one it was mounted over, so the last matching line is the
+ * one on top. */
+static int mount_at(const char *mountpoint, const char *type, dev_t *ret_dev, char *what,
+                    size_t n)
 {
 	_cleanup_fclose_ FILE *mi = fopen("/proc/self/mountinfo", "re");
 	_cleanup_free_ char *line = NULL;
@@ -35,23 +40,49 @@ int fs_find_mount(const char *mountpoint, dev_t *ret_dev)
 
 	if (!mi)
 		return -errno;
-	/* The last matching line is the mount on top. */
 	while (getline(&line, &cap, mi) > 0) {
-		char mnt[PATH_MAX], type[256], *sep;
+		char mnt[PATH_MAX], t[256], src[256] = "", *sep;
 		unsigned maj, min;
 
 		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) != 3)
 			continue;
 		sep = strstr(line, " - ");
-		if (!sep || sscanf(sep, " - %255s", type) != 1)
+		if (!sep || sscanf(sep, " - %255s %255s", t, src) < 1)
 			continue;
 		unescape_octal(mnt);
-		if (strcmp(mnt, mountpoint) || strcmp(type, "fuse.lazyroot"))
+		if (strcmp(mnt, mountpoint) || (type && strcmp(t, type)))
 			continue;
 		*ret_dev = makedev(maj, min);
+		if (n) {
+			unescape_octal(src);
+			snprintf(what, n, "%s from %s", t, src);
+		}
 		r = 0;
 	}
 	return r;
+}
+
+int fs_find_mount(const char *mountpoint, dev_t *ret_dev)
+{
+	return mount_at(mountpoint, "fuse.lazyroot", ret_dev, NULL, 0);
+}
+
+int fs_top_mount(const char *mountpoint, dev_t *ret_dev)
+{
+	return mount_at(mountpoint, NULL, ret_dev, NULL, 0);
+}
+
+int fs_covered(const struct fs *f, char *what, size_t n)
+{
+	dev_t dev;
+	int r;
+
+	if (!f || !f->mounted || f->finished || !f->dev)
+		return 0;
+	r = mount_at(f->mountpoint, NULL, &dev, what, n);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	return dev != f->dev;
 }
 
 /* Widen the kernel's readahead for this mount: buffered reads are never
@@ -277,11 +308,14 @@ int fs_abort_mount(const char *mountpoint)
 {
 	char path[96];
 	_cleanup_close_ int fd = -1;
-	dev_t dev;
+	dev_t dev, top;
 	int r = fs_find_mount(mountpoint, &dev);
 
 	if (r < 0)
 		return r;
+	/* by path only when it is on top: never another mount over it */
+	if (mount_at(mountpoint, NULL, &top, NULL, 0) == 0 && top != dev)
+		return -EBUSY;
 	if (umount2(mountpoint, MNT_DETACH) < 0)
 		r = -errno;
 	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(dev));
@@ -349,8 +383,11 @@ void fs_unmount(struct fs *f)
 	if (f->se && f->mounted && !f->finished) {
 		/* Detach, keeping the session fd: a mount still in use goes on
 		 * being served until its last user lets go.  libfuse's own
-		 * unmount (for users who need fusermount3) closes the fd. */
-		if (geteuid() != 0 || umount2(f->mountpoint, MNT_DETACH) < 0) {
+		 * unmount (for users who need fusermount3) closes the fd.  Both
+		 * go by path, which would take another mount made over this one:
+		 * that one is left, and so is this (fs_covered). */
+		if (fs_covered(f, NULL, 0) != 1 &&
+		    (geteuid() != 0 || umount2(f->mountpoint, MNT_DETACH) < 0)) {
 			f->fd_closed = true;
 			fuse_session_unmount(f->se);
 		}

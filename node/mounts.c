@@ -324,11 +324,14 @@ static bool wait_unmounted(struct worker *w, struct fs *f, unsigned ms)
 /* End mount i: unmount (unless the kernel already ended it), write its
  * recorded profile, forget it here and in the holder.  A mount still in use
  * (detached, and no fusectl to abort it) is served until its last user lets
- * go, and then freed by node_mounts_reap_gone(): false then. */
+ * go, and then freed by node_mounts_reap_gone(): false then.  A mount with
+ * another mount over it cannot be unmounted (fs_covered): its connection is
+ * ended instead, the holder's descriptor and this worker's closed, and the
+ * mount stays below the other, where a later mount request finds it dead. */
 bool node_mount_end(struct worker *w, size_t i)
 {
 	struct mount *m = w->mounts[i];
-	char path[PATH_MAX];
+	char path[PATH_MAX], top[PATH_MAX];
 
 	if (m->o.record && m->fs) {
 		size_t n;
@@ -336,11 +339,21 @@ bool node_mount_end(struct worker *w, size_t i)
 
 		(void)tools_profile_write_trace(m->o.record, m->hex, v, n);
 	}
-	fs_unmount(m->fs);
 	if (m->dev) {
 		node_mount_pid_file(m, path, sizeof(path));
 		(void)unlink(path);
 	}
+	if (node_mount_covered(m, top, sizeof(top)) == 1) {
+		log_msg(LOG_WARN, "mount '%s': another mount is over it (%s): left there below "
+		        "it, its connection ended (its users get ENOTCONN)", m->mountpoint, top);
+		w->mounts[i] = w->mounts[--w->nmounts];
+		tell_holder_del(w, m->holder_key ? m->holder_key : m->mountpoint);
+		node_leave(m->fs);
+		m->fs = NULL;
+		node_mount_free(m);
+		return true;
+	}
+	fs_unmount(m->fs);
 	if (m->fs)
 		tell_holder_detach(w, m);
 	w->mounts[i] = w->mounts[--w->nmounts];
@@ -355,6 +368,11 @@ bool node_mount_end(struct worker *w, size_t i)
 	m->fs = NULL;
 	node_mount_free(m);
 	return true;
+}
+
+int node_mount_covered(const struct mount *m, char *what, size_t n)
+{
+	return m->fs ? fs_covered(m->fs, what, n) : 0;
 }
 
 void node_mounts_reap_gone(struct worker *w)
@@ -395,14 +413,15 @@ struct mount *node_mount_at(struct worker *w, const char *mountpoint)
 	return NULL;
 }
 
-/* 1: a lazyroot mount answers at dir; 0: none there; -ENOTCONN: a dead one. */
+/* 1: a lazyroot mount answers at dir; 0: none there, or one covered by
+ * another mount (the path shows that one); -ENOTCONN: a dead one. */
 int node_lazyroot_mounted(const char *dir)
 {
 	struct statfs sfs;
 	struct stat st;
-	dev_t dev;
+	dev_t dev, top;
 
-	if (fs_find_mount(dir, &dev) < 0)
+	if (fs_find_mount(dir, &dev) < 0 || (fs_top_mount(dir, &top) == 0 && top != dev))
 		return 0;
 	if (stat(dir, &st) < 0 || statfs(dir, &sfs) < 0 || sfs.f_type != FUSE_SUPER_MAGIC ||
 	    st.st_ino != IMAGE_ROOT_INO || st.st_dev != dev)

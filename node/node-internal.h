@@ -195,6 +195,9 @@ int node_mount_new(struct worker *w, struct mount *m);
 void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS]);
 /* End mount i: false when it is still in use and ends later, on its own. */
 bool node_mount_end(struct worker *w, size_t i);
+/* 1 when another mount is over m at its mountpoint (what: its type and
+ * source), else 0 or -errno (fs_covered). */
+int node_mount_covered(const struct mount *m, char *what, size_t n);
 /* Free the mounts node_mount_end left in use once their last user let go. */
 void node_mounts_reap_gone(struct worker *w);
 /* Upgrade: leave the mounts still in use to the next worker, which takes

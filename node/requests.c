@@ -242,6 +242,12 @@ static int do_umount(struct worker *w, const struct json *req, struct buf *out)
 		return log_error(-EINVAL, "request: umount: no mountpoint");
 	for (size_t i = 0; i < w->nmounts; i++)
 		if (!strcmp(w->mounts[i]->mountpoint, mnt)) {
+			char top[PATH_MAX];
+
+			/* unmounting by path would take the other mount instead */
+			if (node_mount_covered(w->mounts[i], top, sizeof(top)) == 1)
+				return log_error(-EBUSY, "umount '%s': another mount is over it (%s); "
+				                 "unmount that first", mnt, top);
 			if (!node_mount_end(w, i))
 				(void)buf_printf(out, ",\"in_use\":true");
 			return 0;

@@ -440,7 +440,9 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		for (size_t i = 0; i < w.nmounts; i++) {
 			char path[PATH_MAX];
 
-			(void)umount2(w.mounts[i]->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
+			/* never by path when another mount is over it */
+			if (node_mount_covered(w.mounts[i], NULL, 0) != 1)
+				(void)umount2(w.mounts[i]->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
 			if (w.mounts[i]->dev) {
 				node_mount_pid_file(w.mounts[i], path, sizeof(path));
 				(void)unlink(path);

@@ -252,6 +252,10 @@ static int stop_cmd(const char *socket)
 
 	if (call(socket, "{\"verb\":\"stop\"}", &j) < 0)
 		return 1;
+	/* what the node said while ending its mounts (one it could not
+	 * unmount, one still in use) */
+	if (json_get_cstr(j, "log"))
+		fputs(json_get_cstr(j, "log"), stderr);
 	if (json_bool(json_get(j, "ok"), &ok) < 0 || !ok) {
 		log_error(-EIO, "node '%s': stop: %s", socket,
 		          json_get_cstr(j, "error") ? json_get_cstr(j, "error") : "failed");

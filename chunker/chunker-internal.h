@@ -138,6 +138,9 @@ int registry_parse_ref(const char *ref, struct registry_ref *ret);
  * values unescaped), into out (len bytes, NUL-terminated, cut to fit);
  * false when the list lacks it. */
 bool registry_challenge_param(const char *s, const char *key, char *out, size_t len);
+/* A Retry-After header's value (delta-seconds, or an HTTP-date, which is
+ * taken against now) in seconds, never below 0; -1 when it is neither. */
+long registry_retry_after(const char *value, time_t now);
 
 /* The OCI walker over the layout at dirfd (borrowed); name is used in
  * messages.  platform may be NULL (see source_oci). */

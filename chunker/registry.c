@@ -49,7 +49,10 @@
 #define REG_ERROR_MAX 4096           /* error bodies kept for messages */
 #define REG_TOKEN_MAX (1u << 20)     /* largest token answer */
 #define REG_REDIRECTS 8
-#define REG_TRIES 3                  /* for a transport failure or a 5xx */
+#define REG_TRIES 3                  /* for a transport failure, a 5xx or a 429 */
+/* The longest Retry-After of a 429 waited for: a registry asking for more
+ * (a pull quota spent for hours) fails the pull at once, saying so. */
+#define REG_RETRY_AFTER_MAX 60
 #define REG_SOCKETS 16
 #define REG_CONNECT_TIMEOUT 10       /* s */
 #define REG_LOW_SPEED_TIME 30        /* s under 1 KiB/s before a transfer fails */
@@ -73,6 +76,7 @@ struct xfer {
 	char challenge[1024];           /* WWW-Authenticate */
 	bool has_length;
 	uint64_t length;                /* Content-Length */
+	long retry_after;               /* Retry-After in seconds, or -1 */
 	bool stream;                    /* a 2xx body goes to data for a reader */
 	size_t max;                     /* largest body kept whole */
 	bool too_large;
@@ -452,6 +456,7 @@ static size_t header_cb(char *p, size_t size, size_t n, void *userp)
 		x->head_done = false;
 		x->ctype[0] = x->digest[0] = x->challenge[0] = 0;
 		x->has_length = false;
+		x->retry_after = -1;
 		return len;
 	}
 	if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
@@ -481,6 +486,11 @@ static size_t header_cb(char *p, size_t size, size_t n, void *userp)
 
 			snprintf(num, sizeof(num), "%.*s", (int)MIN(vlen, 23), v);
 			x->has_length = parse_uint(num, UINT64_MAX, &x->length) == 0;
+		} else if (k == 11 && strncasecmp(p, "Retry-After", k) == 0) {
+			char val[64];
+
+			snprintf(val, sizeof(val), "%.*s", (int)MIN(vlen, 63), v);
+			x->retry_after = registry_retry_after(val, time(NULL));
 		}
 	}
 	return len;
@@ -663,6 +673,13 @@ static int fail_status(struct reg *g, const char *what, const char *url)
 	int err = st == 401 || st == 403 ? -EACCES : st == 404 ? -ENOENT : -EIO;
 
 	error_text(g, detail, sizeof(detail));
+	if (st == 429 && g->x.retry_after > REG_RETRY_AFTER_MAX)
+		return log_error(-EAGAIN, "%s: %s: the registry limits requests (429) and asks to "
+		                 "wait %ld s%s; pull again later", g->ref, what, g->x.retry_after,
+		                 detail);
+	if (st == 429)
+		return log_error(-EAGAIN, "%s: %s: the registry limits requests (429), %d tries%s",
+		                 g->ref, what, REG_TRIES, detail);
 	if (st == 401)
 		return log_error(err, "%s: %s: registry refused access (401)%s%s", g->ref, what, detail,
 		                 g->user ? "" : "; no credentials given (--creds or docker login)");
@@ -672,21 +689,33 @@ static int fail_status(struct reg *g, const char *what, const char *url)
 
 static int authenticate(struct reg *g, const char *challenge, const char *what);
 
-/* Whether to try a request again: a transport failure or a server error,
- * before any byte of the body went to a reader; after a pause of 0.25 s, then
- * 1 s. */
+/* Whether to try a request again: a transport failure, a server error or a
+ * 429 (too many requests), before any byte of the body went to a reader.
+ * The pause is what a 429's Retry-After asks for (up to REG_RETRY_AFTER_MAX,
+ * beyond which there is no retry), else 0.25 s, then 1 s, each stretched by
+ * up to a quarter at random, so that nodes refused together do not come back
+ * together. */
 static bool retry(struct reg *g, unsigned *tries)
 {
 	long st = g->x.status;
+	uint64_t ns;
 	struct timespec t;
 
-	if (g->x.head_done && st != 500 && st != 502 && st != 503 && st != 504 &&
+	if (g->x.head_done && st != 429 && st != 500 && st != 502 && st != 503 && st != 504 &&
 	    !(st >= 200 && st < 300))
+		return false;
+	if (g->x.head_done && st == 429 && g->x.retry_after > REG_RETRY_AFTER_MAX)
 		return false;
 	if (++*tries >= REG_TRIES)
 		return false;
-	t.tv_sec = *tries == 1 ? 0 : 1;
-	t.tv_nsec = *tries == 1 ? 250000000L : 0;
+	if (g->x.head_done && st == 429 && g->x.retry_after >= 0) {
+		ns = (uint64_t)g->x.retry_after * 1000000000ULL;
+	} else {
+		ns = *tries == 1 ? 250000000ULL : 1000000000ULL;
+		ns += ns / 4 * (uint64_t)(random() % 1001) / 1000;
+	}
+	t.tv_sec = (time_t)(ns / 1000000000ULL);
+	t.tv_nsec = (long)(ns % 1000000000ULL);
 	while (nanosleep(&t, &t) < 0 && errno == EINTR)
 		;
 	return true;
@@ -787,6 +816,34 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 		}
 		return fail_status(g, what, url);
 	}
+}
+
+long registry_retry_after(const char *value, time_t now)
+{
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	const char *comma = strchr(value, ',');
+	char mon[4];
+	struct tm tm = { 0 };
+	uint64_t n;
+	const char *m;
+	time_t t;
+	int used = 0;
+
+	if (parse_uint(value, LONG_MAX, &n) == 0)
+		return (long)n;
+	/* an HTTP-date as servers send it (RFC 9110's IMF-fixdate):
+	 * "Sun, 06 Nov 1994 08:49:37 GMT" */
+	if (!comma || sscanf(comma + 1, " %2d %3s %4d %2d:%2d:%2d GMT%n", &tm.tm_mday, mon,
+	                     &tm.tm_year, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used) != 6 ||
+	    comma[1 + used] || strlen(mon) != 3 || !(m = strstr(months, mon)) ||
+	    (m - months) % 3)
+		return -1;
+	tm.tm_mon = (int)(m - months) / 3;
+	tm.tm_year -= 1900;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -1;
+	return t > now ? (long)(t - now) : 0;
 }
 
 /* ---- authentication -------------------------------------------------------------------- */

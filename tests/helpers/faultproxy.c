@@ -14,6 +14,8 @@
  *                 client connection; rewriting the file brings it back
  *   reset N       close the connection with a reset instead of answering
  *   500 N, 503 N  answer with that status and no body
+ *   429 N         answer 429 Too Many Requests, no body, with the header
+ *                 Retry-After: S when the word retry-after S is given
  *   truncate N    send the headers and half of the body, then close
  *   stall N       answer nothing until the client gives up
  *   flip N        flip one bit in the middle of the body
@@ -52,13 +54,14 @@
 #include <time.h>
 #include <unistd.h>
 
-enum fault { F_NONE, F_RESET, F_500, F_503, F_TRUNCATE, F_STALL, F_FLIP };
+enum fault { F_NONE, F_RESET, F_429, F_500, F_503, F_TRUNCATE, F_STALL, F_FLIP };
 
 struct mode {
 	bool down;
 	enum fault fault;
 	unsigned every;
 	unsigned delay_ms;
+	int retry_after;        /* seconds, or -1: no Retry-After */
 	char match[256];
 };
 
@@ -81,6 +84,7 @@ static void read_mode(struct mode *m)
 
 	memset(m, 0, sizeof(*m));
 	m->every = 1;
+	m->retry_after = -1;
 	if (!f)
 		return;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -92,7 +96,7 @@ static void read_mode(struct mode *m)
 		static const struct {
 			const char *w;
 			enum fault f;
-		} names[] = { { "reset", F_RESET }, { "500", F_500 }, { "503", F_503 },
+		} names[] = { { "reset", F_RESET }, { "429", F_429 }, { "500", F_500 }, { "503", F_503 },
 		              { "truncate", F_TRUNCATE }, { "stall", F_STALL }, { "flip", F_FLIP } };
 
 		if (!strcmp(word, "down")) {
@@ -102,6 +106,13 @@ static void read_mode(struct mode *m)
 		if (!strcmp(word, "delay")) {
 			if (sscanf(p + used, "%u%n", &v, &k) == 1) {
 				m->delay_ms = v;
+				used += k;
+			}
+			continue;
+		}
+		if (!strcmp(word, "retry-after")) {
+			if (sscanf(p + used, "%u%n", &v, &k) == 1) {
+				m->retry_after = (int)v;
 				used += k;
 			}
 			continue;
@@ -346,6 +357,20 @@ static void *client_main(void *arg)
 			reset_close(fd);
 			fd = -1;
 			break;
+		}
+		if (hit && m.fault == F_429) {
+			char a[128];
+
+			if (m.retry_after >= 0)
+				snprintf(a, sizeof(a), "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d"
+				         "\r\nContent-Length: 0\r\n\r\n", m.retry_after);
+			else
+				snprintf(a, sizeof(a), "HTTP/1.1 429 Too Many Requests\r\n"
+				         "Content-Length: 0\r\n\r\n");
+			hold(&m, &first);
+			if (write_all(fd, a, strlen(a)) < 0)
+				break;
+			continue;
 		}
 		if (hit && (m.fault == F_500 || m.fault == F_503)) {
 			const char *a = m.fault == F_500 ?

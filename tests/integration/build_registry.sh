@@ -6,7 +6,8 @@
 # compared exactly with the tree umoci unpacks.  Credentials come from --creds or from docker's
 # config.json ($DOCKER_CONFIG, else ~/.docker).  Then the bad inputs, each a one-line error
 # naming the input with no tag written: no or wrong credentials (401), an unknown tag (404), a
-# registry answering 500 and a blob cut off mid-answer (faultproxy in front of the registry),
+# registry answering 500, or 429 (waited for as its Retry-After asks, or refused when that is
+# beyond a minute), and a blob cut off mid-answer (faultproxy in front of the registry),
 # a blob whose bytes no longer match its digest and one cut short (the registry's own file of
 # it altered), an unknown platform, a malformed reference.
 . "$(dirname "$0")/../lib/common.sh"
@@ -197,6 +198,30 @@ fault "truncate 1 match /blobs/sha256:$layer"
 bad_build "layer cut off" "truncated" "$pref" --creds 'builder:s3cret pass'
 fault "truncate 1 match /blobs/"
 bad_build "config cut off" "truncated" "$pref" --creds 'builder:s3cret pass'
+
+# a registry that limits requests (429): what its Retry-After asks is waited for, and the pull
+# gets through whole; a wait beyond a minute (a quota spent for hours) fails at once, saying so
+since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+fault "429 2 match /blobs/ retry-after 1"
+t0=$(date +%s%N)
+check "$LAZYROOT" build "$pref" --creds 'builder:s3cret pass' --store "$store" --tag reg:limited \
+	--no-progress
+ms=$(since "$t0")
+log "every second blob request answered 429 (Retry-After: 1): pulled in $ms ms"
+check test "$ms" -ge 1000
+check test "$(cat "$WORK/store/tags/reg:limited")" = "$(cat "$WORK/store/tags/reg:proxy")"
+fault "429 2 match /blobs/"
+check "$LAZYROOT" build "$pref" --creds 'builder:s3cret pass' --store "$store" --tag reg:limited2 \
+	--no-progress
+check test "$(cat "$WORK/store/tags/reg:limited2")" = "$(cat "$WORK/store/tags/reg:proxy")"
+fault "429 1 match /manifests/ retry-after 1"
+t0=$(date +%s%N)
+bad_build "manifest answered 429 every time" "limits requests (429)" "$pref" --creds 'builder:s3cret pass'
+check test "$(since "$t0")" -ge 2000
+fault "429 1 match /manifests/ retry-after 3600"
+t0=$(date +%s%N)
+bad_build "429 asking for an hour" "asks to wait 3600 s" "$pref" --creds 'builder:s3cret pass'
+check test "$(since "$t0")" -lt 5000
 fault ""
 
 # the registry's own copy of a layer altered: other bytes of the same size (the gzip header's

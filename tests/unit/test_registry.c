@@ -61,6 +61,23 @@ static void test_registry__bad_references(void **state)
 	}
 }
 
+static void test_registry__retry_after(void **state)
+{
+	/* 2015-10-21 07:28:00 UTC */
+	const time_t date = 1445412480;
+
+	(void)state;
+	assert_int_equal(registry_retry_after("120", 0), 120);
+	assert_int_equal(registry_retry_after("0", 0), 0);
+	assert_int_equal(registry_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", date - 30), 30);
+	/* a date already past: no wait */
+	assert_int_equal(registry_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", date + 5), 0);
+	assert_int_equal(registry_retry_after("Wed, 21 Oct 2015 07:28:00 GMT junk", 0), -1);
+	assert_int_equal(registry_retry_after("Wed, 21 Foo 2015 07:28:00 GMT", 0), -1);
+	assert_int_equal(registry_retry_after("soon", 0), -1);
+	assert_int_equal(registry_retry_after("", 0), -1);
+}
+
 static void test_registry__challenge_params(void **state)
 {
 	const char *c = "realm=\"https://auth.example/token\",service=\"registry.example\","
@@ -97,6 +114,7 @@ int main(void)
 		cmocka_unit_test(test_registry__references),
 		cmocka_unit_test(test_registry__bad_references),
 		cmocka_unit_test(test_registry__challenge_params),
+		cmocka_unit_test(test_registry__retry_after),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@
 #     answer: the mount's bytes served equal the bytes read through it, its distinct chunks
 #     cover the file, and the cache's own served bytes agree; /metrics has the same series;
 #  2. with no node answering, the counters come from the cache's stats file, one line on
-#     stderr says so, and the cache's counters are still those of the read.
+#     stderr says so, and the cache's counters are still those of the reads.
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd fusermount3 python3 curl
@@ -47,17 +47,21 @@ check grep -q "^$hex  $WORK/mnt" <<<"$table"
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics")
 check grep -qx "lazyroot_cache_image_served_bytes_total{index=\"$hex\",mountpoint=\"$WORK/mnt\"} $size" <<<"$metrics"
 check grep -qx "lazyroot_cache_served_bytes_total $size" <<<"$metrics"
-# a second read is served from the page cache: nothing more reaches the mount
+# a second read is served from the page cache (the mount keeps it across opens): the file
+# does not reach the mount again.  A few of its pages may: the kernel may reclaim page cache at
+# any time, and machines with proactive reclaim (DAMON's pageout) do so within seconds.
 check cmp "$WORK/src/d/b" "$WORK/mnt/d/b"
-check grep -qx "lazyroot_cache_image_served_bytes_total{index=\"$hex\",mountpoint=\"$WORK/mnt\"} $size" \
-	<<<"$("$LAZYROOT" cache stats --prometheus)"
+served=$("$LAZYROOT" cache stats --prometheus |
+	sed -n "s|^lazyroot_cache_image_served_bytes_total{index=\"$hex\",mountpoint=\"$WORK/mnt\"} ||p")
+log "bytes served after the second read: $served (the file: $size)"
+check test "$served" -ge "$size" -a "$served" -lt $((size + size / 4))
 
 # --- 2. no node: the stats file, said so on stderr in one line
 check "$LAZYROOT" node stop
 "$LAZYROOT" cache stats --json >"$WORK/file.json" 2>"$WORK/file.err" || fail "cache stats without a node"
 check test "$(wc -l <"$WORK/file.err")" = 1
 check grep -q "no node answers at '$WORK/node.sock'; reading the stats file" "$WORK/file.err"
-check python3 - "$WORK/file.json" "$size" <<'PY'
+check python3 - "$WORK/file.json" "$served" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["served_bytes"] == int(sys.argv[2]) and s["images"] == [], s

@@ -85,6 +85,9 @@ static const struct key keys[] = {
 	  "S3 credentials file (INI); empty: ~/.aws/credentials when it exists"),
 	K("s3_list_max_keys", "LAZYROOT_S3_LIST_MAX_KEYS", NULL, NULL, T_UINT, s3_list_max_keys,
 	  0, 1000, 0, "keys per S3 ListObjectsV2 page; 0: the server's default (1000)"),
+	K("tag_ttl", "LAZYROOT_TAG_TTL", NULL, NULL, T_MS, tag_ttl_ms, 0, DAY_MS, 1000,
+	  "how long a tag read from a remote store answers for it before it is read again "
+	  "(bare number: s); 0: every time"),
 	S("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID", NULL, NULL, T_SECRET, aws_access_key_id, NULL,
 	  "S3 access key (with AWS_SECRET_ACCESS_KEY; else the credentials file)"),
 	S("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", NULL, NULL, T_SECRET,
@@ -199,6 +202,7 @@ void node_config_init(struct node_config *c)
 {
 	*c = (struct node_config){
 		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
+		.tag_ttl_ms = NODE_DEFAULT_TAG_TTL_MS,
 		.http_transfers = NODE_DEFAULT_HTTP_TRANSFERS,
 		.http_connect_timeout_ms = NODE_DEFAULT_HTTP_CONNECT_TIMEOUT_MS,
 		.http_low_speed_time_ms = NODE_DEFAULT_HTTP_LOW_SPEED_TIME_MS,

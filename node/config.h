@@ -44,6 +44,9 @@
 #define NODE_DEFAULT_CPU_LATENCY_HOLD_MS 50
 #define NODE_DEFAULT_PROFILE_WINDOW 64
 #define NODE_DEFAULT_PROFILE_INFLIGHT 8
+/* How long a tag read from a remote store answers for it (docs/settings.md,
+ * tag_ttl) */
+#define NODE_DEFAULT_TAG_TTL_MS 5000
 #define NODE_DEFAULT_POOL_DIR "/run/lazyroot/pool"
 #define NODE_DEFAULT_RECORD_DIR "/run/lazyroot/launchers"
 #define NODE_DEFAULT_TMP_DIR "/tmp"
@@ -73,6 +76,7 @@ struct node_config {
 	char *s3_profile;              /* NULL: "default", from an optional file */
 	char *s3_credentials_file;     /* NULL: $HOME/.aws/credentials, optional */
 	unsigned s3_list_max_keys;     /* keys per ListObjectsV2 page; 0: the server's */
+	uint64_t tag_ttl_ms;           /* a remote store's tag is read again after this */
 	/* environment only (AWS_*): never in a file, never printed */
 	char *aws_access_key_id, *aws_secret_access_key, *aws_session_token;
 	char *home;                    /* $HOME: where the default credentials file is */

@@ -78,7 +78,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 		goto fail;
 	}
 	/* the index first: a cache disk without room for it says so */
-	r = store_resolve(st->s, ref, j->hex);
+	r = node_store_resolve(st, ref, j->cfg.tag_ttl_ms, j->hex);
 	if (r == 0)
 		r = load_index(st->s, j->cache_dir, j->hex, &j->im);
 	if (r == 0)

@@ -75,11 +75,19 @@ struct loop;
 struct node_metrics;
 struct node_prefetch;
 
+/* Tags of a remote store remembered per store (node_store_resolve). */
+#define NODE_TAGS_MAX 64
+
 struct nstore {
 	char *key;                /* the URL and every store setting, as text */
 	struct node_config cfg;   /* the settings it was opened with */
 	struct store_options so;  /* borrowed by the store */
 	struct store *s;
+	struct {
+		char *ref;        /* NAME:TAG as asked, or NULL: a free slot */
+		char hex[33];     /* the index it named */
+		uint64_t at_ns;   /* when it was read */
+	} tags[NODE_TAGS_MAX];
 };
 
 struct ncache {
@@ -182,6 +190,11 @@ struct worker {
 /* stores.c: the store opened with rc's store settings (opened on first use),
  * the cache of rc's directory (likewise); NULL, logged, when it cannot be. */
 struct nstore *node_store_get(struct worker *w, const struct node_config *rc);
+/* ref (NAME[:TAG] or an index name) resolved in st.  A tag of a remote store
+ * read less than ttl_ms ago is answered from memory; a dir: store's is read
+ * every time.  0 or -errno (logged). */
+int node_store_resolve(struct nstore *st, const char *ref, uint64_t ttl_ms, char hex[33]);
+void node_store_free(struct nstore *st);
 struct ncache *node_cache_get(struct worker *w, const struct node_config *rc);
 /* Free the caches whose directory another took the path of, once nothing uses them. */
 void node_caches_prune(struct worker *w);

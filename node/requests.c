@@ -133,8 +133,9 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 			goto out;
 		}
 	}
-	/* An index name this node keeps needs no store to resolve; a tag always
-	 * asks the store, as tags move. */
+	/* An index name this node keeps needs no store to resolve; a tag asks
+	 * the store, as tags move (a remote store's at most once per tag_ttl:
+	 * node_store_resolve). */
 	if (!mnt && is_hex32(ref)) {
 		/* the common case of a run by index name: its mount is there */
 		struct mount *o = node_shared_mount(w, ref, &m->cfg);
@@ -151,7 +152,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 			memcpy(m->hex, ref, sizeof(m->hex));
 		} else {
 			m->st = node_store_get(w, &m->cfg);
-			r = m->st ? store_resolve(m->st->s, ref, m->hex) : -EIO;
+			r = m->st ? node_store_resolve(m->st, ref, m->cfg.tag_ttl_ms, m->hex) : -EIO;
 		}
 		index_map_free(&probe);
 		if (r < 0)

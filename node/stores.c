@@ -69,6 +69,66 @@ struct nstore *node_store_get(struct worker *w, const struct node_config *rc)
 	return ns;
 }
 
+/*
+ * A tag read from a remote store is a round trip on the node's request
+ * path, and the node answers one request at a time: read for every `run
+ * IMAGE`, it bounds the node's launch rate by the store's latency
+ * (docs/perf-log.md, "Tags of a remote store").  So a remote store's tags
+ * are kept for tag_ttl: a tag moved in the store is seen within that long,
+ * as CernVM-FS's catalogs are within their TTL.  A dir: store (no "://" in
+ * its URL) is a local file read: always read, so that a tag just built on
+ * the node is what the next run gets.
+ */
+int node_store_resolve(struct nstore *st, const char *ref, uint64_t ttl_ms, char hex[33])
+{
+	size_t i, slot = NODE_TAGS_MAX;
+	uint64_t now = now_ns();
+	int r;
+	bool index_name = strspn(ref, "0123456789abcdef") == 32 && !ref[32];
+
+	if (index_name || !ttl_ms || !strstr(st->cfg.store_url, "://"))
+		return store_resolve(st->s, ref, hex);
+	for (i = 0; i < NODE_TAGS_MAX; i++)
+		if (st->tags[i].ref && !strcmp(st->tags[i].ref, ref))
+			break;
+	if (i < NODE_TAGS_MAX && now - st->tags[i].at_ns < ttl_ms * 1000000ULL) {
+		memcpy(hex, st->tags[i].hex, 33);
+		return 0;
+	}
+	r = store_resolve(st->s, ref, hex);
+	if (r < 0)
+		return r;
+	if (i == NODE_TAGS_MAX) {
+		/* a free slot, else the one read longest ago */
+		for (i = 0; i < NODE_TAGS_MAX; i++) {
+			if (!st->tags[i].ref) {
+				slot = i;
+				break;
+			}
+			if (slot == NODE_TAGS_MAX || st->tags[i].at_ns < st->tags[slot].at_ns)
+				slot = i;
+		}
+		free(st->tags[slot].ref);
+		st->tags[slot].ref = strdup(ref);
+		if (!st->tags[slot].ref)
+			return 0;   /* not remembered: read again next time */
+		i = slot;
+	}
+	memcpy(st->tags[i].hex, hex, 33);
+	st->tags[i].at_ns = now_ns();
+	return 0;
+}
+
+void node_store_free(struct nstore *st)
+{
+	store_free(st->s);
+	node_config_destroy(&st->cfg);
+	for (size_t i = 0; i < NODE_TAGS_MAX; i++)
+		free(st->tags[i].ref);
+	free(st->key);
+	free(st);
+}
+
 static bool cache_used(const struct worker *w, const struct ncache *nc)
 {
 	for (size_t i = 0; i < w->nmounts; i++)

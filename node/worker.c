@@ -476,12 +476,8 @@ out:
 		free(w.caches[i]->dir);
 		free(w.caches[i]);
 	}
-	for (size_t i = 0; i < w.nstores; i++) {
-		store_free(w.stores[i]->s);
-		node_config_destroy(&w.stores[i]->cfg);
-		free(w.stores[i]->key);
-		free(w.stores[i]);
-	}
+	for (size_t i = 0; i < w.nstores; i++)
+		node_store_free(w.stores[i]);
 	free(w.caches);
 	free(w.stores);
 	free(w.mounts);

@@ -7,7 +7,8 @@
  * made by the node service on the first run that needs it and left for every
  * later run; the same index from another store gets IMAGES/<index
  * name>-<store hash>.  `lazyroot umount IMAGES/<index name>` ends it
- * (sandboxes still running keep it served until they end).  Naming the mount
+ * (sandboxes still running keep it served until they end, unless fusectl is
+ * mounted: then their reads fail, lazyroot-umount(1)).  Naming the mount
  * by the index, not the tag, means a tag moved to a new image gets a new
  * mount while sandboxes of the old one go on.  The node serialises runs that
  * race for one image: it answers one request at a time.

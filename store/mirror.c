@@ -9,7 +9,9 @@
  * A mirror that fails (anything but "no such object", which a lagging mirror
  * says, or bytes the caller refused, which say nothing about the next
  * object) is down: new objects pass it over for a back-off of 1 s, doubled
- * after each failed try up to 60 s.  The first object after the back-off
+ * after each failed try up to 60 s, each shortened by up to a quarter at
+ * random so that nodes that lost a mirror together do not all come back to
+ * it at one moment.  The first object after the back-off
  * tries it again, and a success ends the back-off.  Without it a dead first
  * mirror cost every object its whole mirror fetch timeout (2 s,
  * MIRROR_FETCH_TIMEOUT_MS in store.c); now it costs one object per back-off.
@@ -21,6 +23,8 @@
  * their callbacks, so it runs wherever they complete: from the loop when one
  * is set (store_set_loop reaches the children), else from store_run_once.
  */
+#include <sys/random.h>
+
 #include "store/store-internal.h"
 
 enum mop_kind { MOP_GET, MOP_LIST };
@@ -88,16 +92,20 @@ static void child_failed(struct store *s, size_t i, int64_t res)
 {
 	struct mirror *mi = M(s);
 	struct mop_child *c = &mi->c[i];
-	uint64_t now = now_ns();
+	uint64_t now = now_ns(), pass;
+	uint16_t rnd = 0;
 
 	/* objects asked before it went down fail too: one back-off for all */
 	if (res == -ENOENT || res == -EBADMSG || s->nchildren < 2 || child_down(s, i, now))
 		return;
 	if (!c->backoff)
 		c->backoff = mi->backoff_min;
-	c->down_until = now + c->backoff;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (uint16_t)(now ^ (uint64_t)getpid());
+	pass = c->backoff - c->backoff / 4 * (rnd % 1001) / 1000;
+	c->down_until = now + pass;
 	log_msg(LOG_WARN, "store '%s': %s; passed over for %.1f s", store_url(s->children[i]),
-	        strerror((int)-res), (double)c->backoff / 1e9);
+	        strerror((int)-res), (double)pass / 1e9);
 	c->backoff = MIN(c->backoff * 2, mi->backoff_max);
 }
 

@@ -37,7 +37,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "chunker/chunker-internal.h"
@@ -712,13 +711,8 @@ static bool retry(struct reg *g, unsigned *tries)
 	if (g->x.head_done && st == 429 && g->x.retry_after >= 0) {
 		ns = (uint64_t)g->x.retry_after * 1000000000ULL;
 	} else {
-		uint16_t r = 0;
-
 		ns = *tries == 1 ? 250000000ULL : 1000000000ULL;
-		/* not random(): unseeded, it would stretch every node's pause alike */
-		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
-			r = (uint16_t)(now_ns() ^ (uint64_t)getpid());
-		ns += ns / 4 * (r % 1001) / 1000;
+		ns += ns / 4 * (random_u32() % 1001) / 1000;
 	}
 	t.tv_sec = (time_t)(ns / 1000000000ULL);
 	t.tv_nsec = (long)(ns % 1000000000ULL);

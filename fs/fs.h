@@ -117,9 +117,9 @@ bool fs_finished(const struct fs *f);
  * canonical path), read from /proc/self/mountinfo so that the filesystem
  * itself is not asked: -ENOENT when no lazyroot mount is there. */
 int fs_find_mount(const char *mountpoint, dev_t *ret_dev);
-/* The device of the topmost mount of any type at mountpoint, as
- * fs_find_mount(): -ENOENT when nothing is mounted there. */
-int fs_top_mount(const char *mountpoint, dev_t *ret_dev);
+/* fs_find_mount(), and -EBUSY (*ret_dev set) when another mount, of any
+ * type, has been made over that lazyroot mount. */
+int fs_find_mount_on_top(const char *mountpoint, dev_t *ret_dev);
 /* 1 when another mount has been made over f's at its mountpoint (what, n
  * bytes, gets that one's type and source), 0 when f's is on top or no longer
  * mounted, or -errno.  Unmounting goes by path, so a covered mount cannot be

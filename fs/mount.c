@@ -26,12 +26,13 @@ static void unescape_octal(char *s)
 	*o = 0;
 }
 
-/* The topmost mount at mountpoint, of any type or only of type: its device,
- * and in what (n bytes, n may be 0) its type and source.  mountinfo lists a
- * mount after the one it was mounted over, so the last matching line is the
- * one on top. */
-static int mount_at(const char *mountpoint, const char *type, dev_t *ret_dev, char *what,
-                    size_t n)
+/* The mounts at mountpoint, in one read of mountinfo: the device of the
+ * topmost lazyroot mount (*ret_lazyroot, 0 when none), and of the topmost
+ * mount of any type (*ret_top), whose type and source go to what (n bytes,
+ * n may be 0).  mountinfo lists a mount after the one it was mounted over,
+ * so the last matching line is the one on top.  -ENOENT: nothing there. */
+static int mounts_at(const char *mountpoint, dev_t *ret_lazyroot, dev_t *ret_top, char *what,
+                     size_t n)
 {
 	_cleanup_fclose_ FILE *mi = fopen("/proc/self/mountinfo", "re");
 	_cleanup_free_ char *line = NULL;
@@ -40,6 +41,7 @@ static int mount_at(const char *mountpoint, const char *type, dev_t *ret_dev, ch
 
 	if (!mi)
 		return -errno;
+	*ret_lazyroot = 0;
 	while (getline(&line, &cap, mi) > 0) {
 		char mnt[PATH_MAX], t[256], src[256] = "", *sep;
 		unsigned maj, min;
@@ -50,9 +52,11 @@ static int mount_at(const char *mountpoint, const char *type, dev_t *ret_dev, ch
 		if (!sep || sscanf(sep, " - %255s %255s", t, src) < 1)
 			continue;
 		unescape_octal(mnt);
-		if (strcmp(mnt, mountpoint) || (type && strcmp(t, type)))
+		if (strcmp(mnt, mountpoint))
 			continue;
-		*ret_dev = makedev(maj, min);
+		*ret_top = makedev(maj, min);
+		if (!strcmp(t, "fuse.lazyroot"))
+			*ret_lazyroot = *ret_top;
 		if (n) {
 			unescape_octal(src);
 			snprintf(what, n, "%s from %s", t, src);
@@ -64,25 +68,33 @@ static int mount_at(const char *mountpoint, const char *type, dev_t *ret_dev, ch
 
 int fs_find_mount(const char *mountpoint, dev_t *ret_dev)
 {
-	return mount_at(mountpoint, "fuse.lazyroot", ret_dev, NULL, 0);
+	dev_t top;
+	int r = mounts_at(mountpoint, ret_dev, &top, NULL, 0);
+
+	return r < 0 ? r : *ret_dev ? 0 : -ENOENT;
 }
 
-int fs_top_mount(const char *mountpoint, dev_t *ret_dev)
+int fs_find_mount_on_top(const char *mountpoint, dev_t *ret_dev)
 {
-	return mount_at(mountpoint, NULL, ret_dev, NULL, 0);
+	dev_t top;
+	int r = mounts_at(mountpoint, ret_dev, &top, NULL, 0);
+
+	if (r < 0)
+		return r;
+	return !*ret_dev ? -ENOENT : top != *ret_dev ? -EBUSY : 0;
 }
 
 int fs_covered(const struct fs *f, char *what, size_t n)
 {
-	dev_t dev;
+	dev_t lazyroot, top;
 	int r;
 
 	if (!f || !f->mounted || f->finished || !f->dev)
 		return 0;
-	r = mount_at(f->mountpoint, NULL, &dev, what, n);
+	r = mounts_at(f->mountpoint, &lazyroot, &top, what, n);
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
-	return dev != f->dev;
+	return top != f->dev;
 }
 
 /* Widen the kernel's readahead for this mount: buffered reads are never
@@ -308,14 +320,12 @@ int fs_abort_mount(const char *mountpoint)
 {
 	char path[96];
 	_cleanup_close_ int fd = -1;
-	dev_t dev, top;
-	int r = fs_find_mount(mountpoint, &dev);
+	dev_t dev;
+	/* by path only when it is on top: never another mount over it */
+	int r = fs_find_mount_on_top(mountpoint, &dev);
 
 	if (r < 0)
 		return r;
-	/* by path only when it is on top: never another mount over it */
-	if (mount_at(mountpoint, NULL, &top, NULL, 0) == 0 && top != dev)
-		return -EBUSY;
 	if (umount2(mountpoint, MNT_DETACH) < 0)
 		r = -errno;
 	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(dev));

@@ -170,5 +170,9 @@ const char *format_size(uint64_t n, char *out, size_t outlen);
 
 /* Monotonic time in nanoseconds. */
 uint64_t now_ns(void);
+/* A number to spread retries over time: getrandom's, else the clock's and
+ * the pid's (random() is unseeded, so every process would draw the same).
+ * Not for secrets. */
+uint32_t random_u32(void);
 
 #endif

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/lib.h"
 
@@ -346,6 +348,15 @@ const char *format_size(uint64_t n, char *out, size_t outlen)
 	else
 		snprintf(out, outlen, "%.1f %s", v, units[u]);
 	return out;
+}
+
+uint32_t random_u32(void)
+{
+	uint32_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (uint32_t)(now_ns() ^ ((uint64_t)getpid() << 16));
+	return r;
 }
 
 uint64_t now_ns(void)

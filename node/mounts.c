@@ -419,9 +419,9 @@ int node_lazyroot_mounted(const char *dir)
 {
 	struct statfs sfs;
 	struct stat st;
-	dev_t dev, top;
+	dev_t dev;
 
-	if (fs_find_mount(dir, &dev) < 0 || (fs_top_mount(dir, &top) == 0 && top != dev))
+	if (fs_find_mount_on_top(dir, &dev) < 0)
 		return 0;
 	if (stat(dir, &st) < 0 || statfs(dir, &sfs) < 0 || sfs.f_type != FUSE_SUPER_MAGIC ||
 	    st.st_ino != IMAGE_ROOT_INO || st.st_dev != dev)

@@ -86,11 +86,6 @@ static int reply_mount(const struct mount *m, struct buf *out)
 	return r;
 }
 
-static bool is_hex32(const char *s)
-{
-	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
-}
-
 static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 {
 	struct mount *m = calloc(1, sizeof(*m));
@@ -136,7 +131,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 	/* An index name this node keeps needs no store to resolve; a tag asks
 	 * the store, as tags move (a remote store's at most once per tag_ttl:
 	 * node_store_resolve). */
-	if (!mnt && is_hex32(ref)) {
+	if (!mnt && store_is_index_name(ref)) {
 		/* the common case of a run by index name: its mount is there */
 		struct mount *o = node_shared_mount(w, ref, &m->cfg);
 
@@ -148,7 +143,7 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 	{
 		struct index_map probe = { 0 };
 
-		if (is_hex32(ref) && load_index(NULL, m->cache_dir, ref, &probe) == 0) {
+		if (store_is_index_name(ref) && load_index(NULL, m->cache_dir, ref, &probe) == 0) {
 			memcpy(m->hex, ref, sizeof(m->hex));
 		} else {
 			m->st = node_store_get(w, &m->cfg);

@@ -84,9 +84,8 @@ int node_store_resolve(struct nstore *st, const char *ref, uint64_t ttl_ms, char
 	size_t i, slot = NODE_TAGS_MAX;
 	uint64_t now = now_ns();
 	int r;
-	bool index_name = strspn(ref, "0123456789abcdef") == 32 && !ref[32];
 
-	if (index_name || !ttl_ms || !strstr(st->cfg.store_url, "://"))
+	if (store_is_index_name(ref) || !ttl_ms || !strstr(st->cfg.store_url, "://"))
 		return store_resolve(st->s, ref, hex);
 	for (i = 0; i < NODE_TAGS_MAX; i++)
 		if (st->tags[i].ref && !strcmp(st->tags[i].ref, ref))

@@ -23,8 +23,6 @@
  * their callbacks, so it runs wherever they complete: from the loop when one
  * is set (store_set_loop reaches the children), else from store_run_once.
  */
-#include <sys/random.h>
-
 #include "store/store-internal.h"
 
 enum mop_kind { MOP_GET, MOP_LIST };
@@ -93,16 +91,13 @@ static void child_failed(struct store *s, size_t i, int64_t res)
 	struct mirror *mi = M(s);
 	struct mop_child *c = &mi->c[i];
 	uint64_t now = now_ns(), pass;
-	uint16_t rnd = 0;
 
 	/* objects asked before it went down fail too: one back-off for all */
 	if (res == -ENOENT || res == -EBADMSG || s->nchildren < 2 || child_down(s, i, now))
 		return;
 	if (!c->backoff)
 		c->backoff = mi->backoff_min;
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd = (uint16_t)(now ^ (uint64_t)getpid());
-	pass = c->backoff - c->backoff / 4 * (rnd % 1001) / 1000;
+	pass = c->backoff - c->backoff / 4 * (random_u32() % 1001) / 1000;
 	c->down_until = now + pass;
 	log_msg(LOG_WARN, "store '%s': %s; passed over for %.1f s", store_url(s->children[i]),
 	        strerror((int)-res), (double)pass / 1e9);

@@ -7,7 +7,6 @@
  * per operation).  The scheduled callback holds a small kick object rather
  * than the store, so that a store freed before the loop turns is not touched.
  */
-#include <ctype.h>
 #include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -684,14 +683,9 @@ int store_tag_key(const char *ref, char *out, size_t outlen)
 	return store_key_valid(out) ? 0 : -EINVAL;
 }
 
-static bool is_hex32(const char *s)
+bool store_is_index_name(const char *s)
 {
-	if (strlen(s) != 32)
-		return false;
-	for (; *s; s++)
-		if (!isxdigit((unsigned char)*s) || isupper((unsigned char)*s))
-			return false;
-	return true;
+	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
 
 int store_resolve(struct store *s, const char *ref, char ret_hex[33])
@@ -700,7 +694,7 @@ int store_resolve(struct store *s, const char *ref, char ret_hex[33])
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	int r;
 
-	if (is_hex32(ref)) {
+	if (store_is_index_name(ref)) {
 		memcpy(ret_hex, ref, 33);
 		return 0;
 	}
@@ -714,7 +708,7 @@ int store_resolve(struct store *s, const char *ref, char ret_hex[33])
 		return log_errno(r, "image '%s': reading tag from store '%s'", ref, s->url);
 	while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == ' '))
 		b.data[--b.len] = 0;
-	if (!is_hex32((char *)b.data))
+	if (!store_is_index_name((char *)b.data))
 		return log_error(-EBADMSG, "image '%s': tag object is corrupt", ref);
 	memcpy(ret_hex, b.data, 33);
 	return 0;

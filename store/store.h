@@ -215,6 +215,9 @@ int store_tag_key(const char *ref, char *out, size_t outlen);
 /* Resolve REF — a tag "name[:tag]" or an index name (32 hex digits) — to the
  * index's name in hex (33 bytes with NUL). */
 int store_resolve(struct store *s, const char *ref, char ret_hex[33]);
+/* Whether ref is an index name (32 lower-case hex digits), which names an
+ * image without a tag to read. */
+bool store_is_index_name(const char *ref);
 /* Fetch and open-check the index named hex (its bytes must hash to hex). */
 int store_get_index(struct store *s, const char *hex, struct buf *out);
 /* The index named hex, checked against its name like store_get_index, as a

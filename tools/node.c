@@ -49,7 +49,8 @@ static void usage(FILE *f)
 	        "\n"
 	        "  status [--json]    pids (worker serving FUSE, holder), uptime, takeovers,\n"
 	        "                     mounts (image, store, mountpoint, open files)\n"
-	        "  stop               unmount every mount of the node and end it\n"
+	        "  stop               unmount every mount of the node and end it (one with\n"
+	        "                     another mount over it is left there, its connection ended)\n"
 	        "  upgrade [--binary PATH]  hand every mount to a new worker of PATH (default:\n"
 	        "                     this binary); readers see a pause, not an error\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,

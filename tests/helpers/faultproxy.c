@@ -358,25 +358,15 @@ static void *client_main(void *arg)
 			fd = -1;
 			break;
 		}
-		if (hit && m.fault == F_429) {
-			char a[128];
+		if (hit && (m.fault == F_429 || m.fault == F_500 || m.fault == F_503)) {
+			char a[160], after[48] = "";
 
-			if (m.retry_after >= 0)
-				snprintf(a, sizeof(a), "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d"
-				         "\r\nContent-Length: 0\r\n\r\n", m.retry_after);
-			else
-				snprintf(a, sizeof(a), "HTTP/1.1 429 Too Many Requests\r\n"
-				         "Content-Length: 0\r\n\r\n");
-			hold(&m, &first);
-			if (write_all(fd, a, strlen(a)) < 0)
-				break;
-			continue;
-		}
-		if (hit && (m.fault == F_500 || m.fault == F_503)) {
-			const char *a = m.fault == F_500 ?
-			        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n" :
-			        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
-
+			if (m.fault == F_429 && m.retry_after >= 0)
+				snprintf(after, sizeof(after), "Retry-After: %d\r\n", m.retry_after);
+			snprintf(a, sizeof(a), "HTTP/1.1 %s\r\n%sContent-Length: 0\r\n\r\n",
+			         m.fault == F_429 ? "429 Too Many Requests" :
+			         m.fault == F_500 ? "500 Internal Server Error" : "503 Service Unavailable",
+			         after);
 			hold(&m, &first);
 			if (write_all(fd, a, strlen(a)) < 0)
 				break;

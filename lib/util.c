@@ -158,6 +158,7 @@ int read_file(const char *path, size_t max, struct buf *ret)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
+	size_t want;
 	int r;
 
 	if (fd < 0)
@@ -168,10 +169,15 @@ int read_file(const char *path, size_t max, struct buf *ret)
 		return -EISDIR;
 	if ((uint64_t)st.st_size > max)
 		return -EFBIG;
+	/* Room for the stated size and the read that finds the end; 4 KiB
+	 * for a pseudo-file, which states none.  A fixed 64 KiB start cost a
+	 * launch that reads a few short files an mmap and munmap of 128 KiB
+	 * (glibc's threshold), each a TLB flush. */
+	want = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
 	for (;;) {
 		ssize_t k;
 
-		r = buf_reserve(ret, 65536);
+		r = buf_reserve(ret, want);
 		if (r < 0)
 			return r;
 		k = read(fd, ret->data + ret->len, ret->cap - ret->len - 1);
@@ -185,6 +191,8 @@ int read_file(const char *path, size_t max, struct buf *ret)
 		ret->len += (size_t)k;
 		if (ret->len > max)
 			return -EFBIG;
+		/* full: grow by doubling (a file longer than stated) */
+		want = ret->len + 1 < ret->cap ? 1 : ret->len > 4096 ? ret->len : 4096;
 	}
 	ret->data[ret->len] = 0;
 	return 0;

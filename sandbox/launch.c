@@ -615,9 +615,11 @@ static int pump(struct watch *w, struct out_stream *o)
 {
 	ssize_t n;
 
-	if (buf_reserve(&o->pending, OUT_CHUNK) < 0)
+	/* OUT_CHUNK with the NUL a buf keeps: 64 KiB, under glibc's mmap
+	 * threshold, so an empty stream costs no mmap and munmap. */
+	if (buf_reserve(&o->pending, OUT_CHUNK - 1) < 0)
 		return -1;   /* out of memory: the stream ends here (its writers get EPIPE) */
-	n = read(o->in, o->pending.data + o->pending.len, OUT_CHUNK);
+	n = read(o->in, o->pending.data + o->pending.len, OUT_CHUNK - 1);
 	if (n < 0)
 		return errno == EINTR ? 0 : -1;
 	if (n == 0)

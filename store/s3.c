@@ -217,16 +217,6 @@ static int load_file_credentials(const char *url, const struct store_options *o,
 	return r;
 }
 
-bool store_s3_region_valid(const char *r)
-{
-	if (!*r || strlen(r) > 64)
-		return false;
-	for (; *r; r++)
-		if (!isalnum((unsigned char)*r) && *r != '-' && *r != '_')
-			return false;
-	return true;
-}
-
 int s3_conf_load(const char *url, const struct store_options *o, struct s3_conf *c)
 {
 	const char *endpoint = opt(o->s3_endpoint), *region = opt(o->s3_region);

@@ -46,12 +46,6 @@ void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n)
 	};
 }
 
-int tools_store_open(const struct node_config *c, struct store_options *o, struct store **ret)
-{
-	node_config_store_options(c, o);
-	return store_open_with(c->store_url, o, ret);
-}
-
 void tools_json_string(FILE *f, const char *s, size_t len)
 {
 	fputc('"', f);
@@ -144,38 +138,4 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 void tools_verb_done(struct tools_verb *o)
 {
 	node_config_destroy(&o->cfg);
-}
-
-int tools_pack_offsets(struct store *s, const struct image *img, const char *hex,
-                       uint64_t **ret)
-{
-	char key[64];
-	int64_t size;
-	struct image_info info;
-	uint64_t *v;
-	int r;
-
-	*ret = NULL;
-	snprintf(key, sizeof(key), "packs/%s", hex);
-	size = store_local_size(s, key);
-	if (size == -EOPNOTSUPP || size == -ENOENT)
-		return 0;
-	if (size < 0) {
-		log_errno((int)size, "store '%s': %s unusable, reading chunk objects", store_url(s),
-		          key);
-		return 0;
-	}
-	r = image_pack_offsets(img, &v);
-	if (r < 0)
-		return r;
-	image_get_info(img, &info);
-	if ((uint64_t)size != v[info.chunks]) {
-		log_msg(LOG_WARN, "store '%s': %s is %lld bytes, not the %llu its index says; "
-		        "reading chunk objects", store_url(s), key, (long long)size,
-		        (unsigned long long)v[info.chunks]);
-		free(v);
-		return 0;
-	}
-	*ret = v;
-	return 0;
 }

@@ -1,6 +1,8 @@
 # lazyroot — plain Makefile.  `make`, `make test`, `make asan`, `make install`, `make bench`.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+# the full program beside the front (tools/main.c finds it from BINDIR as ../libexec)
+LIBEXECDIR = $(BINDIR)/../libexec
 SYSTEMDDIR ?= /lib/systemd/system
 MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
@@ -28,9 +30,9 @@ PKGS = fuse3 liburing libzstd libcurl zlib
 # CPU at every exec otherwise), so only its headers are needed here.
 LINKED_PKGS = $(filter-out libcurl,$(PKGS))
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-# The other libraries are linked statically (STATIC_LIBS=0: shared): each shared library
-# costs every exec relocation work, ~0.25 ms of CPU for these five, and `lazyroot run`
-# is exec'd once per sandbox.  libc stays shared (dlopen needs it).
+# The other libraries are linked statically into the full program (STATIC_LIBS=0: shared):
+# each shared library costs every exec relocation work, ~0.25 ms of CPU for these five.
+# Its libc stays shared (dlopen needs it); `run`'s front (FRONT below) is static whole.
 STATIC_LIBS ?= 1
 ifeq ($(STATIC_LIBS),1)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs-only-L $(LINKED_PKGS) 2>/dev/null) -Wl,-Bstatic \
@@ -75,9 +77,40 @@ $(BUILD)/liblazyroot.a: $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/lazyroot: $(TOOL_OBJS) $(BUILD)/liblazyroot.a
+# Symbols bound at load and the GOT made read-only (full RELRO): a root launcher's
+# hardening, and a fork of it (a sandbox's init) looks up no symbol of its own.
+BIN_LDFLAGS = -Wl,-z,relro,-z,now
+
+# FRONT=1: `lazyroot` is the static front of tools/main.c, which runs `run` itself and
+# execs the full program, $(BUILD)/libexec/lazyroot, for every other command.  Static-pie,
+# so that the launcher keeps its address randomization.  Sanitizer builds cannot link
+# static: there `lazyroot` is the full program.
+FRONT ?= 1
+ifeq ($(SAN),1)
+override FRONT = 0
+endif
+# `run` and what it needs of tools/: no store, no FUSE, no libcurl.
+FRONT_OBJS = $(BUILD)/tools/main-front.o $(addprefix $(BUILD)/tools/,run.o common.o images.o client.o)
+
+ifeq ($(FRONT),1)
+FULL = $(BUILD)/libexec/lazyroot
+
+$(BUILD)/lazyroot: $(FRONT_OBJS) $(BUILD)/liblazyroot.a | $(FULL)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/liblazyroot.a $(LIBS)
+	$(Q)$(CC) $(LDFLAGS) $(BIN_LDFLAGS) -static-pie -o $@ $(FRONT_OBJS) $(BUILD)/liblazyroot.a -lpthread -lm
+
+$(BUILD)/tools/main-front.o: tools/main.c
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -DLAZYROOT_FRONT -c -o $@ $<
+else
+FULL = $(BUILD)/lazyroot
+endif
+
+$(FULL): $(TOOL_OBJS) $(BUILD)/liblazyroot.a
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $(BIN_LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/liblazyroot.a $(LIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -173,6 +206,8 @@ bench-build: $(BUILD)/lazyroot $(BENCH_BINS)
 install: $(BUILD)/lazyroot
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(BUILD)/lazyroot $(DESTDIR)$(BINDIR)/lazyroot
+	if [ $(FRONT) = 1 ]; then install -d $(DESTDIR)$(LIBEXECDIR)/lazyroot && \
+		install -m 0755 $(FULL) $(DESTDIR)$(LIBEXECDIR)/lazyroot/lazyroot; fi
 	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/lazyroot.bash $(DESTDIR)$(BASHCOMPDIR)/lazyroot
 	test -e $(DESTDIR)/etc/lazyroot/node.conf || { install -d $(DESTDIR)/etc/lazyroot && $(BUILD)/lazyroot config --defaults >$(DESTDIR)/etc/lazyroot/node.conf; }
@@ -184,4 +219,4 @@ clean:
 
 .PHONY: all bin test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
 
--include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/tools/main-front.d $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)

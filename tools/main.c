@@ -1,6 +1,64 @@
-/* main.c — `lazyroot`: git-style dispatch to subcommands. */
+/*
+ * main.c — `lazyroot`: git-style dispatch to subcommands.
+ *
+ * Built twice (Makefile, FRONT).  The full program, dynamic, has every
+ * command; it loads libcurl on first use (store/curl-dl.c), which a static
+ * program cannot.  The front, built with LAZYROOT_FRONT and linked
+ * static-pie with only what `run` needs, is the `lazyroot` a user and a
+ * scheduler exec: it runs `run` itself and execs the full program for any
+ * other command.  `run` is exec'd once per sandbox; on a paravirtualized VM,
+ * where page faults and page-table teardown are the hypervisor's work, the
+ * dynamic program's loader, libc mappings and larger text cost 59 page faults
+ * more a launch and a fifth of the launch rate (docs/perf-log.md, "A static
+ * front for `lazyroot run`").
+ */
+#include <limits.h>
+
 #include "lib/lib.h"
 #include "tools/tools.h"
+
+#ifdef LAZYROOT_FRONT
+
+/* Where the full program is, from the front's directory: the build tree's
+ * layout, then the installed one (BINDIR/lazyroot beside
+ * PREFIX/libexec/lazyroot/lazyroot; see `make install`). */
+static const char *const full_paths[] = { "libexec/lazyroot", "../libexec/lazyroot/lazyroot" };
+
+static int exec_full(char **argv)
+{
+	char self[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0) {
+		log_errno(-errno, "readlink /proc/self/exe");
+		return 127;
+	}
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(full_paths); i++) {
+		snprintf(path, sizeof(path), "%s/%s", self, full_paths[i]);
+		execv(path, argv);
+		if (errno != ENOENT) {
+			log_errno(-errno, "the full program '%s'", path);
+			return 126;
+		}
+	}
+	log_error(-ENOENT, "the full program (every command but run) is not beside '%s': no %s/%s, "
+	          "no %s/%s", self, self, full_paths[0], self, full_paths[1]);
+	return 127;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "run"))
+		return exec_full(argv);
+	return cmd_run(argc - 1, argv + 1);
+}
+
+#else
 
 static const struct tools_command commands[] = {
 	{ "build", cmd_build, "turn a directory, tar, OCI layout or docker archive into an image" },
@@ -22,3 +80,5 @@ int main(int argc, char **argv)
 	return tools_dispatch("lazyroot", "command", commands, ARRAY_SIZE(commands), 10, argc,
 	                      argv);
 }
+
+#endif

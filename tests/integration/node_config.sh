@@ -99,8 +99,7 @@ fi
 # existing one is kept
 if command -v make >/dev/null; then
 	B=${LAZYROOT_BUILD:-$REPO/build}
-	make --no-print-directory -s -C "$REPO" -o "$B/lazyroot" install BUILD="$B" \
-		DESTDIR="$WORK/dest" PREFIX=/usr >/dev/null
+	make_install "$B" "$WORK/dest" /usr >/dev/null
 	conf=$WORK/dest/etc/lazyroot/node.conf
 	check test -s "$conf"
 	check_not grep -q '^[a-z]' "$conf"
@@ -111,7 +110,6 @@ if command -v make >/dev/null; then
 	check diff <("$LAZYROOT" config --config "$WORK/uncommented.conf" | tail -n +2) \
 		<("$LAZYROOT" config --config /dev/null | tail -n +2)
 	echo 'cache_size = 1G' >"$conf"
-	make --no-print-directory -s -C "$REPO" -o "$B/lazyroot" install BUILD="$B" \
-		DESTDIR="$WORK/dest" PREFIX=/usr >/dev/null
+	make_install "$B" "$WORK/dest" /usr >/dev/null
 	check test "$(cat "$conf")" = 'cache_size = 1G'
 fi

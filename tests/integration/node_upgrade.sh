@@ -13,8 +13,9 @@ workdir
 UPGRADES=${NODE_UPGRADES:-20}
 SANDBOXES=${NODE_SANDBOXES:-16}
 
-cp "$LAZYROOT" "$WORK/lazyroot-a"
-cp "$LAZYROOT" "$WORK/lazyroot-b"
+# each copy with the full program its front execs, the one that serves the node
+serves_a=$(copy_lazyroot "$WORK/a")
+serves_b=$(copy_lazyroot "$WORK/b")
 NODE_IMAGE=deb:1
 node_image "$NODE_IMAGE"
 check_status 0 nrun "$NODE_IMAGE" -- /bin/true
@@ -23,15 +24,15 @@ holder=$(node_pid holder_pid)
 stream_start "$SANDBOXES"
 took=()
 for k in $(seq "$UPGRADES"); do
-	bin=$WORK/lazyroot-a
-	[ $((k % 2)) = 0 ] && bin=$WORK/lazyroot-b
+	bin=$WORK/a/lazyroot serves=$serves_a
+	[ $((k % 2)) = 0 ] && bin=$WORK/b/lazyroot serves=$serves_b
 	old=$(node_pid)
 	t0=$(date +%s%N)
 	check timeout 60 "$LAZYROOT" node upgrade --binary "$bin"
 	took+=($((($(date +%s%N) - t0) / 1000000)))
 	new=$(node_pid)
 	check test "$new" != "$old"
-	check test "$(readlink "/proc/$new/exe")" = "$bin"
+	check test "$(readlink "/proc/$new/exe")" = "$serves"
 done
 stream_check
 check test "$(node_pid holder_pid)" = "$holder"

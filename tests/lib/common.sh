@@ -22,6 +22,11 @@
 #                            that retry backoffs and stalls of a faulty store overlap instead
 #                            of adding up behind one reader
 #   free_port                a loopback TCP port nothing listens on, for a server to bind
+#   copy_lazyroot DIR        copy the binary under test to DIR/lazyroot, with the full program
+#                            its static front execs (DIR/libexec/lazyroot) where it has one;
+#                            prints the path of the program that serves the node
+#   make_install B DESTDIR PREFIX
+#                            `make install` of build directory B as it is (never rebuilt)
 # and sets $REPO (the checkout), $LAZYROOT (the binary under test, from $LAZYROOT_BIN) and
 # $TREECMP. A failed check does not stop the script, so that one run shows every failure; the
 # exit trap turns any failed check into exit status 1.
@@ -154,4 +159,32 @@ cmp_files() {
 	[ -z "$out" ] && return 0
 	head -n 20 <<<"$out" | sed 's/^/  cmp_files: /' >&2
 	return 1
+}
+
+# The full program beside $LAZYROOT when it is the static front (tools/main.c), else nothing.
+lazyroot_full() {
+	local f
+	f=$(dirname "$LAZYROOT")/libexec/lazyroot
+	[ -x "$f" ] && echo "$f" || true
+}
+
+copy_lazyroot() {
+	local full
+	full=$(lazyroot_full)
+	mkdir -p "$1"
+	cp "$LAZYROOT" "$1/lazyroot"
+	if [ -n "$full" ]; then
+		mkdir -p "$1/libexec"
+		cp "$full" "$1/libexec/lazyroot"
+		echo "$1/libexec/lazyroot"
+	else
+		echo "$1/lazyroot"
+	fi
+}
+
+make_install() {
+	local front=0
+	[ -x "$1/libexec/lazyroot" ] && front=1
+	make --no-print-directory -s -C "$REPO" -o "$1/lazyroot" -o "$1/libexec/lazyroot" install \
+		BUILD="$1" FRONT=$front DESTDIR="$2" PREFIX="$3"
 }

@@ -120,6 +120,11 @@ int fs_find_mount(const char *mountpoint, dev_t *ret_dev);
 /* fs_find_mount(), and -EBUSY (*ret_dev set) when another mount, of any
  * type, has been made over that lazyroot mount. */
 int fs_find_mount_on_top(const char *mountpoint, dev_t *ret_dev);
+/* Whether the mount of device dev is the one on top at mountpoint, from one
+ * statx that takes the root's attributes as cached (AT_STATX_DONT_SYNC): no
+ * request to the filesystem, so its own loop may ask.  false says nothing
+ * more (gone, covered, or the path unreachable): ask fs_find_mount(). */
+bool fs_on_top(const char *mountpoint, dev_t dev);
 /* 1 when another mount has been made over f's at its mountpoint (what, n
  * bytes, gets that one's type and source), 0 when f's is on top or no longer
  * mounted, or -errno.  Unmounting goes by path, so a covered mount cannot be

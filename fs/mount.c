@@ -84,6 +84,16 @@ int fs_find_mount_on_top(const char *mountpoint, dev_t *ret_dev)
 	return !*ret_dev ? -ENOENT : top != *ret_dev ? -EBUSY : 0;
 }
 
+bool fs_on_top(const char *mountpoint, dev_t dev)
+{
+	struct statx sx;
+
+	if (!dev || statx(AT_FDCWD, mountpoint, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT |
+	                  AT_SYMLINK_NOFOLLOW, STATX_INO, &sx) < 0)
+		return false;
+	return makedev(sx.stx_dev_major, sx.stx_dev_minor) == dev && sx.stx_ino == IMAGE_ROOT_INO;
+}
+
 int fs_covered(const struct fs *f, char *what, size_t n)
 {
 	dev_t lazyroot, top;

@@ -554,13 +554,17 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	node_mount_free(m);
 }
 /* m, unless its mount is gone (unmounted behind the node's back: umount -l,
- * fusermount3 -u), in which case it is ended here and NULL returned. */
+ * fusermount3 -u), in which case it is ended here and NULL returned.  Every
+ * `run IMAGE` asks this of its mount; one on top at its mountpoint, the usual
+ * case, is known by a statx, so that a node holding many mounts does not
+ * read and parse all of mountinfo per launch. */
 struct mount *node_mount_alive(struct worker *w, struct mount *m)
 {
 	dev_t dev;
 
-	if (!m || (m->fs && !fs_finished(m->fs) && fs_find_mount(m->mountpoint, &dev) == 0 &&
-	           (!m->dev || dev == m->dev)))
+	if (!m || (m->fs && !fs_finished(m->fs) &&
+	           (fs_on_top(m->mountpoint, m->dev) ||
+	            (fs_find_mount(m->mountpoint, &dev) == 0 && (!m->dev || dev == m->dev)))))
 		return m;
 	for (size_t i = 0; i < w->nmounts; i++)
 		if (w->mounts[i] == m) {

@@ -114,8 +114,10 @@ int tools_node_request_progress(const struct node_config *cfg, const char *reque
 	args[k++] = cache;
 	args[k++] = "--images";
 	args[k++] = images;
-	/* its log beside its cache, where the mount daemons wrote theirs */
-	if (mkdir_p(cache, 0755) == 0 && asprintf(&log, "%s/daemon.log", cache) >= 0) {
+	/* its log beside its cache, where the mount daemons wrote theirs (one
+	 * access, not mkdir_p's mkdir per component: this runs at every launch) */
+	if ((access(cache, F_OK) == 0 || mkdir_p(cache, 0755) == 0) &&
+	    asprintf(&log, "%s/daemon.log", cache) >= 0) {
 		args[k++] = "--log";
 		args[k++] = log;
 	} else {

@@ -22,6 +22,8 @@
 #                            that retry backoffs and stalls of a faulty store overlap instead
 #                            of adding up behind one reader
 #   free_port                a loopback TCP port nothing listens on, for a server to bind
+#   lazyroot_full            the full program the binary under test execs when it is the static
+#                            front (tools/main.c), or nothing
 #   copy_lazyroot DIR        copy the binary under test to DIR/lazyroot, with the full program
 #                            its static front execs (DIR/libexec/lazyroot) where it has one;
 #                            prints the path of the program that serves the node

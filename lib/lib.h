@@ -130,6 +130,10 @@ struct buf {
 };
 #define BUF_INIT { NULL, 0, 0 }
 int buf_reserve(struct buf *b, size_t extra);   /* room for len+extra bytes */
+/* Room to read at least one more byte into b (cap - len - 1 of them): none
+ * made while there is some; else first bytes at the start, and the buffer
+ * doubled after that.  For reading a stream of unknown length in place. */
+int buf_room(struct buf *b, size_t first);
 int buf_append(struct buf *b, const void *p, size_t n);
 int buf_append_zero(struct buf *b, size_t n);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -31,6 +31,13 @@ int buf_reserve(struct buf *b, size_t extra)
 	return 0;
 }
 
+int buf_room(struct buf *b, size_t first)
+{
+	if (b->len + 1 < b->cap)
+		return 0;
+	return buf_reserve(b, b->len > first ? b->len : first);
+}
+
 int buf_append(struct buf *b, const void *p, size_t n)
 {
 	int r = buf_reserve(b, n);
@@ -158,7 +165,7 @@ int read_file(const char *path, size_t max, struct buf *ret)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
-	size_t want;
+	size_t first;
 	int r;
 
 	if (fd < 0)
@@ -173,11 +180,11 @@ int read_file(const char *path, size_t max, struct buf *ret)
 	 * for a pseudo-file, which states none.  A fixed 64 KiB start cost a
 	 * launch that reads a few short files an mmap and munmap of 128 KiB
 	 * (glibc's threshold), each a TLB flush. */
-	want = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
+	first = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
 	for (;;) {
 		ssize_t k;
 
-		r = buf_reserve(ret, want);
+		r = buf_room(ret, first);
 		if (r < 0)
 			return r;
 		k = read(fd, ret->data + ret->len, ret->cap - ret->len - 1);
@@ -191,8 +198,6 @@ int read_file(const char *path, size_t max, struct buf *ret)
 		ret->len += (size_t)k;
 		if (ret->len > max)
 			return -EFBIG;
-		/* full: grow by doubling (a file longer than stated) */
-		want = ret->len + 1 < ret->cap ? 1 : ret->len > 4096 ? ret->len : 4096;
 	}
 	ret->data[ret->len] = 0;
 	return 0;

@@ -271,10 +271,9 @@ static int call_once(const char *socket, const char *request, struct buf *b,
 	for (;;) {
 		ssize_t n;
 
-		/* 16 KiB, doubled when full: a reply is a few hundred bytes,
-		 * and a 64 KiB step took an mmap and munmap of 128 KiB per
-		 * request */
-		if (buf_reserve(b, b->len + 1 < b->cap ? 1 : b->len ? b->len : 16383) < 0)
+		/* 16 KiB first: a reply is a few hundred bytes, and a 64 KiB
+		 * step took an mmap and munmap of 128 KiB per request */
+		if (buf_room(b, 16383) < 0)
 			return -ENOMEM;
 		n = read(fd, b->data + b->len, b->cap - b->len - 1);
 		if (n < 0 && errno == EINTR)

@@ -3,12 +3,12 @@
  *
  * libcurl pulls in some thirty shared libraries (TLS, Kerberos, LDAP, SSH,
  * IDN...) whose loading, relocation and constructors cost about 4.5 ms of CPU
- * at every exec of `lazyroot`, also for subcommands that never touch a
- * remote store — `lazyroot run` above all, which schedulers call thousands
- * of times an hour.  So the binary does not link libcurl: this file defines
- * the libcurl entry points the stores call, and each one forwards to the real
- * function, resolved with dlopen("libcurl.so.4") the first time any of them
- * is called.  The ABI is libcurl's stable one (soname 4), the same the build
+ * at every exec of the full program (tools/main.c), also for commands that
+ * never touch a remote store (`mount`, `umount`, `cache stats`, each one
+ * exec of it; `run`'s static front has no libcurl at all).  So the program
+ * does not link libcurl: this file defines the libcurl entry points the
+ * stores call, and each one forwards to the real function, resolved with
+ * dlopen("libcurl.so.4") the first time any of them is called.  The ABI is libcurl's stable one (soname 4), the same the build
  * compiled against.
  *
  * curl_global_init() reports a missing or incomplete library (logged once,

@@ -25,6 +25,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <linux/sockios.h>
@@ -381,6 +382,28 @@ static void redirect_log(const char *path)
 	}
 }
 
+/* Every miss allocates the chunk as stored and as decoded (up to 1 MiB each)
+ * and frees both once the chunk file is written; making a whole-file object
+ * takes two 4 MiB buffers.  glibc's defaults give such blocks back: a freed
+ * mapping raises the mmap threshold to its size, but the heap's top is
+ * trimmed past twice that, so a burst of misses kept taking fresh pages.  A
+ * cold gcc start cost the worker about 1,800 page faults, each 10 µs on a
+ * paravirtualized VM, a quarter of its CPU (docs/perf-log.md, "Fresh pages
+ * at every miss").  So blocks under WORKER_MMAP_MIN come from the heap, and
+ * an arena trims its top only past WORKER_HEAP_TRIM free bytes, down to
+ * WORKER_HEAP_KEPT (glibc's default keeps 128 KiB): a bound on what an idle
+ * node holds beyond what it uses. */
+#define WORKER_MMAP_MIN (8 << 20)
+#define WORKER_HEAP_KEPT (16 << 20)
+#define WORKER_HEAP_TRIM (32 << 20)
+
+static void keep_chunk_buffers(void)
+{
+	(void)mallopt(M_MMAP_THRESHOLD, WORKER_MMAP_MIN);
+	(void)mallopt(M_TOP_PAD, WORKER_HEAP_KEPT);
+	(void)mallopt(M_TRIM_THRESHOLD, WORKER_HEAP_TRIM);
+}
+
 int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, const char *log_path)
 {
 	struct worker w = { .cfg = cfg, .chan = chan, .listen_fd = listen_fd, .log_fd = -1,
@@ -388,6 +411,7 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 	int status = 1, r;
 
 	signal(SIGPIPE, SIG_IGN);
+	keep_chunk_buffers();
 	(void)fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
 	r = loop_new(WORKER_LOOP_ENTRIES, &w.l);
 	if (r < 0) {

@@ -40,7 +40,13 @@ n=$((m1 - m0)) faults=$((f1 - f0))
 log "second set: $n misses, $faults page faults in the worker"
 check test "$n" -ge 40
 # reused buffers: one or two a miss (a burst larger than the first set's);
-# fresh ones: about seventeen a miss
-check test "$faults" -le $((n * 5))
+# fresh ones: about seventeen a miss.  A sanitizer's allocator holds freed
+# blocks back (ASan's quarantine), so there every miss has fresh pages.
+full=$(lazyroot_full)
+if grep -q __asan_init "${full:-$LAZYROOT}"; then
+	log "a sanitizer build: the page-fault bound does not apply; not checked"
+else
+	check test "$faults" -le $((n * 5))
+fi
 for i in 1 12; do check cmp "$WORK/src/b/f$i" "$WORK/mnt/b/f$i"; done
 check "$LAZYROOT" umount "$WORK/mnt"

@@ -28,8 +28,7 @@ for round in 1 2 3 4 5 6 7 8; do
 	check "$LAZYROOT" umount "$WORK/mnt"
 	rm -rf "$WORK/c"
 	if [ "$round" = 1 ]; then
-		pid=$("$LAZYROOT" node status --json |
-			python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])')
+		pid=$(node_pid)
 		read -r threads1 fds1 <<<"$(counts)"
 		threads=$threads1 fds=$fds1
 	else

@@ -22,7 +22,7 @@ done
 threads() { awk '/^Threads:/ { print $2 }' "/proc/$1/status"; }
 mkdir -p "$WORK/mnt/1"
 check "$LAZYROOT" mount img:1 "$WORK/mnt/1" --store "$store" --cache "$WORK/cache"
-pid=$("$LAZYROOT" node status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])')
+pid=$(node_pid)
 t1=$(threads "$pid")
 for i in $(seq 2 "$N"); do
 	mkdir -p "$WORK/mnt/$i"
@@ -53,7 +53,7 @@ PY
 tn=$(threads "$pid")
 log "worker threads: $t1 with one mount, $tn with $N"
 check test "$tn" -le $((t1 + 2))
-check test "$("$LAZYROOT" node status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])')" = "$pid"
+check test "$(node_pid)" = "$pid"
 t0=$EPOCHREALTIME
 check "$LAZYROOT" node stop
 log "node stop with $N mounts: $(python3 -c "print(f'{$EPOCHREALTIME - $t0:.2f}')") s"

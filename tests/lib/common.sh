@@ -22,6 +22,8 @@
 #                            that retry backoffs and stalls of a faulty store overlap instead
 #                            of adding up behind one reader
 #   free_port                a loopback TCP port nothing listens on, for a server to bind
+#   node_pid [KEY]           the pid of the process serving the test's node, or KEY of
+#                            `node status --json` (holder_pid, takeovers, ...)
 #   lazyroot_full            the full program the binary under test execs when it is the static
 #                            front (tools/main.c), or nothing
 #   copy_lazyroot DIR        copy the binary under test to DIR/lazyroot, with the full program
@@ -101,6 +103,11 @@ trap 'exit 143' TERM
 _node_stop() {
 	[ -S "$1" ] || return 0
 	timeout 150 "$LAZYROOT" node stop --socket "$1" >/dev/null 2>&1 || true
+}
+
+node_pid() {
+	timeout 60 "$LAZYROOT" node status --json |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "${1:-pid}"
 }
 
 workdir() {

@@ -1,9 +1,8 @@
 # shellcheck shell=bash
 # Helpers for tests/integration/node_*.sh (the node service); source after common.sh and
-# sandbox.sh, after `workdir`:
+# sandbox.sh, after `workdir` (node_pid is common.sh's):
 #
 #   node_image TAG            build the Debian rootfs fixture into $WORK/store as TAG (once)
-#   node_pid [KEY]            the worker's pid (or KEY of `node status --json`: holder_pid, ...)
 #   nrun IMAGE [OPTIONS] -- CMD...   lazyroot run on IMAGE with this test's names and id range
 #   stream_start N            start N sandboxes that each read every file of the image and
 #                             print its sha256 (sorted by path, as sha256sum does) into
@@ -19,11 +18,6 @@ NODE_STREAM_TIMEOUT=${NODE_STREAM_TIMEOUT:-900}
 
 node_image() {
 	"$LAZYROOT" build "$ROOTFS" --tag "$1" --no-progress >/dev/null
-}
-
-node_pid() {
-	timeout 60 "$LAZYROOT" node status --json |
-		python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "${1:-pid}"
 }
 
 nrun() {

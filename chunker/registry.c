@@ -692,10 +692,10 @@ static int authenticate(struct reg *g, const char *challenge, const char *what);
 /* Whether to try a request again: a transport failure, a server error or a
  * 429 (too many requests), before any byte of the body went to a reader.
  * The pause is what a 429's Retry-After asks for (up to REG_RETRY_AFTER_MAX,
- * beyond which there is no retry), else 0.25 s, then 1 s, each stretched by
+ * beyond which there is no retry; the wait is said on stderr), else 0.25 s, then 1 s, each stretched by
  * up to a quarter at random, so that nodes refused together do not come back
  * together. */
-static bool retry(struct reg *g, unsigned *tries)
+static bool retry(struct reg *g, unsigned *tries, const char *what)
 {
 	long st = g->x.status;
 	uint64_t ns;
@@ -710,6 +710,10 @@ static bool retry(struct reg *g, unsigned *tries)
 		return false;
 	if (g->x.head_done && st == 429 && g->x.retry_after >= 0) {
 		ns = (uint64_t)g->x.retry_after * 1000000000ULL;
+		/* a wait of up to a minute is long enough to look like a hang */
+		if (g->x.retry_after > 0)
+			log_msg(LOG_WARN, "%s: %s: the registry limits requests (429); waiting "
+			        "%ld s as it asks", g->ref, what, g->x.retry_after);
 	} else {
 		ns = *tries == 1 ? 250000000ULL : 1000000000ULL;
 		ns += ns / 4 * (random_u32() % 1001) / 1000;
@@ -753,7 +757,7 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 		if (r < 0)
 			return r;
 		if (!g->x.head_done) {
-			if (retry(g, &tries)) {
+			if (retry(g, &tries, what)) {
 				free(TAKE_PTR(url));
 				continue;
 			}
@@ -770,7 +774,7 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 				return log_error(-EFBIG, "%s: %s: larger than %zu bytes", g->ref, what,
 				                 max);
 			if (g->x.result != CURLE_OK) {
-				if (retry(g, &tries)) {
+				if (retry(g, &tries, what)) {
 					free(TAKE_PTR(url));
 					continue;
 				}
@@ -810,7 +814,7 @@ static int reg_get(struct reg *g, const char *path, const char *accept, const ch
 			free(TAKE_PTR(url));
 			continue;
 		}
-		if (retry(g, &tries)) {
+		if (retry(g, &tries, what)) {
 			free(TAKE_PTR(url));
 			continue;
 		}

@@ -160,7 +160,9 @@ check "$LAZYROOT" image extract reg:riscv "$WORK/x-riscv" --store "$store"
 check test -e "$WORK/x-riscv/etc/remove-me"     # layer 2 removes it: layer 1 alone
 check test ! -e "$WORK/x-riscv/links"           # layer 4 adds it
 
-# bad_build WHAT GREP ARGS...: the build fails with one line that holds GREP, and writes no tag
+# bad_build WHAT GREP ARGS...: the build fails with one line that holds GREP, and writes no tag;
+# the waits a 429 asked for are said before it, one line each (counted in $waits)
+WAIT_SAID='the registry limits requests (429); waiting'
 bad_build() {
 	local what=$1 pat=$2 tag=reg:bad; shift 2
 	rm -f "$WORK/store/tags/$tag"
@@ -169,6 +171,8 @@ bad_build() {
 		return
 	fi
 	log "$what: $err"
+	waits=$(grep -c -F -- "$WAIT_SAID" <<<"$err" || true)
+	err=$(grep -v -F -- "$WAIT_SAID" <<<"$err" || true)
 	check grep -q -- "$pat" <<<"$err"
 	check test "$(wc -l <<<"$err")" = 1
 	check test ! -e "$WORK/store/tags/$tag"
@@ -204,11 +208,16 @@ bad_build "config cut off" "truncated" "$pref" --creds 'builder:s3cret pass'
 since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 fault "429 2 match /blobs/ retry-after 1"
 t0=$(date +%s%N)
-check "$LAZYROOT" build "$pref" --creds 'builder:s3cret pass' --store "$store" --tag reg:limited \
-	--no-progress
+err_to() { local f=$1; shift; "$@" 2>"$f"; }   # FILE CMD…: CMD's stderr to FILE
+check err_to "$WORK/limited.err" "$LAZYROOT" build "$pref" --creds 'builder:s3cret pass' \
+	--store "$store" --tag reg:limited --no-progress
 ms=$(since "$t0")
 log "every second blob request answered 429 (Retry-After: 1): pulled in $ms ms"
 check test "$ms" -ge 1000
+# each wait is said (a pull that stops for up to a minute must not look hung), and nothing else
+log "stderr: $(head -c 300 "$WORK/limited.err")"
+check grep -q -F -- "$WAIT_SAID 1 s as it asks" "$WORK/limited.err"
+check_not grep -q -v -F -- "$WAIT_SAID 1 s as it asks" "$WORK/limited.err"
 check test "$(cat "$WORK/store/tags/reg:limited")" = "$(cat "$WORK/store/tags/reg:proxy")"
 fault "429 2 match /blobs/"
 check "$LAZYROOT" build "$pref" --creds 'builder:s3cret pass' --store "$store" --tag reg:limited2 \
@@ -218,6 +227,7 @@ fault "429 1 match /manifests/ retry-after 1"
 t0=$(date +%s%N)
 bad_build "manifest answered 429 every time" "limits requests (429)" "$pref" --creds 'builder:s3cret pass'
 check test "$(since "$t0")" -ge 2000
+check test "$waits" = 2
 fault "429 1 match /manifests/ retry-after 3600"
 t0=$(date +%s%N)
 bad_build "429 asking for an hour" "asks to wait 3600 s" "$pref" --creds 'builder:s3cret pass'

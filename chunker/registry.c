@@ -692,9 +692,9 @@ static int authenticate(struct reg *g, const char *challenge, const char *what);
 /* Whether to try a request again: a transport failure, a server error or a
  * 429 (too many requests), before any byte of the body went to a reader.
  * The pause is what a 429's Retry-After asks for (up to REG_RETRY_AFTER_MAX,
- * beyond which there is no retry; the wait is said on stderr), else 0.25 s, then 1 s, each stretched by
- * up to a quarter at random, so that nodes refused together do not come back
- * together. */
+ * beyond which there is no retry; such a wait is said on stderr), else
+ * 0.25 s, then 1 s, each stretched by up to a quarter at random, so that
+ * nodes refused together do not come back together. */
 static bool retry(struct reg *g, unsigned *tries, const char *what)
 {
 	long st = g->x.status;

@@ -7,17 +7,22 @@
 # from it took 307 µs against 208 µs from the disk under it; with direct I/O,
 # 210 µs (docs/perf-log.md, "The cache disk of the benchmarks").
 #
-# cachedisk_mount IMG DIR: makes IMG (4 GiB, sparse) and mounts it on DIR;
-# non-zero with nothing mounted when it cannot.  The loop device goes with the
-# unmount of DIR.  Says so on stderr when the loop device could not take
-# direct I/O (the figures then carry the double caching).
+# cachedisk_mount IMG DIR: makes IMG (4 GiB, sparse) and mounts it on DIR
+# (made when missing); non-zero with nothing mounted and IMG gone when it
+# cannot.  The loop device goes with the unmount of DIR.  Says so on stderr
+# when the loop device could not take direct I/O (the figures then carry the
+# double caching).
 cachedisk_mount() {
 	local img=$1 dir=$2 dev
 	command -v mkfs.ext4 >/dev/null && command -v losetup >/dev/null || return 1
-	truncate -s 4G "$img" && mkfs.ext4 -q -F "$img" || return 1
-	dev=$(losetup --find --show --direct-io=on "$img") || return 1
+	if ! mkdir -p "$dir" || ! truncate -s 4G "$img" || ! mkfs.ext4 -q -F "$img" ||
+		! dev=$(losetup --find --show --direct-io=on "$img"); then
+		rm -f "$img"
+		return 1
+	fi
 	if ! mount "$dev" "$dir"; then
 		losetup -d "$dev"
+		rm -f "$img"
 		return 1
 	fi
 	# the device is open (mounted): this only marks it to go at the unmount

@@ -247,6 +247,11 @@ size_t image_profile_traces(const struct image_profile *p);
 const uint32_t *image_profile_trace(const struct image_profile *p, size_t i, size_t *ret_n);
 /* Append p's serialised form to out. */
 int image_profile_encode(const struct image_profile *p, struct buf *out);
+/* Write a profile of one trace (chunks[0..n)) of the index named index to
+ * path, atomically (a reader sees the old file or the whole new one).
+ * 0 or -errno; logs nothing. */
+int image_profile_write_trace(const char *path, const uint8_t index[16], const uint32_t *chunks,
+                              size_t n);
 /* Parse len bytes (hostile): -EBADMSG (or -EPROTONOSUPPORT, -ENOMEM) with
  * *ret_why (static, may be NULL) saying what is wrong in a few words. */
 int image_profile_parse(const void *data, size_t len, struct image_profile **ret,

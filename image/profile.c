@@ -133,6 +133,20 @@ int image_profile_encode(const struct image_profile *p, struct buf *out)
 	return 0;
 }
 
+int image_profile_write_trace(const char *path, const uint8_t index[HASH_SIZE],
+                              const uint32_t *chunks, size_t n)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct image_profile *p = NULL;
+	int r = image_profile_new(index, &p);
+
+	r = r ?: image_profile_add_trace(p, chunks, n);
+	r = r ?: image_profile_encode(p, &b);
+	r = r ?: write_file_atomic(path, b.data, b.len, 0644);
+	image_profile_free(p);
+	return r;
+}
+
 int image_profile_parse(const void *data, size_t len, struct image_profile **ret,
                         const char **ret_why)
 {

@@ -636,6 +636,66 @@ void node_config_dump(const struct node_config *c, FILE *f, bool commented)
 	}
 }
 
+/* ---- the settings as JSON, between a command and the node ------------------ */
+
+int node_config_json(struct buf *b, const struct node_config *c)
+{
+	const struct node_config_key *k;
+	char v[4096];
+	bool first = true;
+	int r = buf_append(b, "{", 1);
+
+	for (size_t i = 0; r == 0 && (k = node_config_key_at(i)); i++) {
+		if (k->env_only || node_config_get(c, k->key, v, sizeof(v)) < 0)
+			continue;
+		r = buf_printf(b, "%s", first ? "" : ",");
+		r = r ?: node_json_str(b, k->key);
+		r = r ?: buf_append(b, ":", 1);
+		r = r ?: node_json_str(b, v);
+		first = false;
+	}
+	return r ?: buf_append(b, "}", 1);
+}
+
+int node_config_apply_json(struct node_config *c, const struct json *settings)
+{
+	if (!json_is(settings, JSON_OBJECT))
+		return log_error(-EINVAL, "request: settings: not an object");
+	for (size_t i = 0; i < json_len(settings); i++) {
+		const char *key = json_key_at(settings, i, NULL);
+		const char *v = json_cstr(json_at(settings, i));
+		char origin[128];
+		int r;
+
+		if (!v)
+			return log_error(-EINVAL, "request: settings: %.64s: not a string", key);
+		snprintf(origin, sizeof(origin), "request: settings: %.64s", key);
+		/* an empty text unsets an optional setting (a CA file the
+		 * command's environment does not name is not the node's) */
+		r = node_config_set(c, key, v, origin);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int node_config_copy(const struct node_config *src, struct node_config *dst)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct json *j = NULL;
+	int r;
+
+	node_config_init(dst);
+	r = node_config_json(&b, src);
+	r = r ?: json_parse(b.data, b.len, &j, NULL);
+	r = r ?: node_config_apply_json(dst, j);
+	r = r ?: node_config_copy_secrets(dst, src);
+	json_free(j);
+	if (r < 0)
+		node_config_destroy(dst);
+	return r;
+}
+
 /* ---- the environment-only settings between a command and the node ------- */
 
 int node_config_secrets_json(struct buf *b, const struct node_config *c)

@@ -9,14 +9,13 @@
 #include "node/node-internal.h"
 #include "node/prefetch.h"
 #include "store/store.h"
-#include "tools/tools.h"
 
 void node_job_free(struct pjob *j)
 {
 	if (!j)
 		return;
 	node_prefetch_free(j->pf);
-	index_map_free(&j->im);
+	node_index_free(&j->im);
 	free(j->pack_offsets);
 	free(j->ref);
 	free(j->cache_dir);
@@ -80,9 +79,9 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 	/* the index first: a cache disk without room for it says so */
 	r = node_store_resolve(st, ref, j->cfg.tag_ttl_ms, j->hex);
 	if (r == 0)
-		r = load_index(st->s, j->cache_dir, j->hex, &j->im);
+		r = node_index_load(st->s, j->cache_dir, j->hex, &j->im);
 	if (r == 0)
-		r = index_map_keep(&j->im);
+		r = node_index_keep(&j->im);
 	if (r < 0)
 		goto fail;
 	nc = node_cache_get(w, &j->cfg);
@@ -91,7 +90,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 		goto fail;
 	}
 	j->nc = nc;
-	r = tools_pack_offsets(st->s, j->im.img, j->hex, &j->pack_offsets);
+	r = node_pack_offsets(st->s, j->im.img, j->hex, &j->pack_offsets);
 	if (r < 0)
 		goto fail;
 	if (!no_profile && j->cfg.profile) {
@@ -99,7 +98,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 		const char *why = NULL;
 
 		image_get_info(j->im.img, &info);
-		(void)tools_profile_fetch(st->s, j->hex, &prof);
+		(void)node_profile_fetch(st->s, j->hex, &prof);
 		if (prof && image_profile_check(prof, info.chunks, &why) < 0) {
 			log_msg(LOG_WARN, "profile of index %s: %s; not used", j->hex, why);
 			image_profile_free(prof);

@@ -21,7 +21,6 @@
 #include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
-#include "tools/tools.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -52,24 +51,24 @@ static void pid_file_write(const struct mount *m)
  * would hold back this mount's reply and every other mount's requests, so a
  * thread of the mount's own does it once the mount serves.  Until it is done
  * a worker that adopts the mount loads the index from the store again.
- * index_map_keep() swaps the mapping for the kept copy in place (MAP_FIXED,
+ * node_index_keep() swaps the mapping for the kept copy in place (MAP_FIXED,
  * the same bytes), under readers on the loop. */
 static void *keeper_main(void *arg)
 {
 	struct mount *m = arg;
 
-	(void)index_map_keep(&m->im);     /* logs its errors; the mount serves on */
+	(void)node_index_keep(&m->im);     /* logs its errors; the mount serves on */
 	return NULL;
 }
 
 static void keep_index(struct mount *m)
 {
-	if (!index_map_unkept(&m->im))
+	if (!node_index_unkept(&m->im))
 		return;
 	if (pthread_create(&m->keeper, NULL, keeper_main, m) == 0)
 		m->keeping = true;
 	else
-		(void)index_map_keep(&m->im);
+		(void)node_index_keep(&m->im);
 }
 
 void node_mount_free(struct mount *m)
@@ -80,7 +79,7 @@ void node_mount_free(struct mount *m)
 		pthread_join(m->keeper, NULL);
 	if (m->state_fd >= 0)
 		close(m->state_fd);
-	index_map_free(&m->im);
+	node_index_free(&m->im);
 	image_profile_free(m->prof);
 	free(m->pack_offsets);
 	free(m->o.record);
@@ -190,12 +189,12 @@ static int mount_prepare(struct worker *w, struct mount *m)
 	m->nc = node_cache_get(w, &m->cfg);
 	if (!m->nc)
 		return -EIO;
-	r = load_index(m->st->s, m->cache_dir, m->hex, &m->im);
+	r = node_index_load(m->st->s, m->cache_dir, m->hex, &m->im);
 	if (r < 0)
 		return r;
 	if (m->o.profile && !m->o.record)
-		(void)tools_profile_fetch(m->st->s, m->hex, &m->prof);
-	r = tools_pack_offsets(m->st->s, m->im.img, m->hex, &m->pack_offsets);
+		(void)node_profile_fetch(m->st->s, m->hex, &m->prof);
+	r = node_pack_offsets(m->st->s, m->im.img, m->hex, &m->pack_offsets);
 	if (r < 0)
 		return log_errno(r, "mount '%s': the pack of %s", m->mountpoint, m->hex);
 	return 0;
@@ -337,7 +336,12 @@ bool node_mount_end(struct worker *w, size_t i)
 		size_t n;
 		const uint32_t *v = fs_trace(m->fs, &n);
 
-		(void)tools_profile_write_trace(m->o.record, m->hex, v, n);
+		uint8_t idx[HASH_SIZE];
+		int r = hex_decode(m->hex, idx, HASH_SIZE) < 0 ? -EINVAL : 0;
+
+		r = r ?: image_profile_write_trace(m->o.record, idx, v, n);
+		if (r < 0)
+			log_errno(r, "profile '%s'", m->o.record);
 	}
 	if (m->dev) {
 		node_mount_pid_file(m, path, sizeof(path));

@@ -41,10 +41,6 @@ enum node_msg_type {
 #define NODE_MSG_MAX (64u << 10)   /* a record is a few hundred bytes */
 #define NODE_MSG_FDS 2
 
-/* The descriptors the worker finds at exec: the channel and the control socket. */
-#define NODE_WORKER_CHAN_FD 3
-#define NODE_WORKER_LISTEN_FD 4
-
 /* Send type + json (len bytes) with nfds descriptors.  Returns 0 or -errno. */
 int node_msg_send(int fd, uint32_t type, const char *json, size_t len, const int *fds,
                   int nfds);
@@ -65,7 +61,6 @@ int node_msg_recv(int fd, uint32_t *ret_type, struct buf *b, int fds[NODE_MSG_FD
 #include "lib/lib.h"
 #include "node/config.h"
 #include "store/store.h"
-#include "tools/tools.h"
 
 struct cache;
 struct fs;
@@ -74,6 +69,44 @@ struct json;
 struct loop;
 struct node_metrics;
 struct node_prefetch;
+
+/* index.c: a mapped index file and the reader over it. */
+struct image;
+struct node_index {
+	void *data;
+	size_t len;
+	struct image *img;
+	int keep_fd;          /* > 0: fetched bytes in an unnamed file, not yet kept */
+	int src_fd;           /* > 0: the store's own file, mapped, not yet copied */
+	char *keep_path;      /* where node_index_keep() links them */
+};
+
+/* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it;
+ * else the `dir:` store's own file, mapped in place once it hashed to its
+ * name; else fetched from the store (checked against its name) and mapped
+ * from an unnamed file in CACHE_DIR/indexes.  The last two are kept there by
+ * node_index_keep().
+ * Logs its errors.  m must be zeroed.  With s NULL, only a kept copy is
+ * mapped: -ENOENT (or why the copy is unusable), not logged, otherwise. */
+int node_index_load(struct store *s, const char *cache_dir, const char *hex,
+                    struct node_index *m);
+/* Make a fetched index durable and give it its name in the cache, so that the
+ * next mount maps it without a fetch or a hash; a store's file is copied
+ * first (hashed again as it is written).  Blocks for the copy and an fsync of
+ * the whole index (~100 MB for a million files): a daemon calls it off its
+ * loop thread once it serves.  Nothing to do (0) when the index came from
+ * the cache.  Logs its errors. */
+int node_index_keep(struct node_index *m);
+/* Whether node_index_keep() has anything to do. */
+bool node_index_unkept(const struct node_index *m);
+/* Unmap and free; m may be zeroed. */
+void node_index_free(struct node_index *m);
+/* The offsets of the chunks of image img (index hex) in its pack
+ * (image_pack_offsets(), to free()) when store s holds a pack of it of the
+ * right size; else *ret NULL: no pack, a store that reads no packs, or a pack
+ * of the wrong size (one warning line).  Fails only for -ENOMEM. */
+int node_pack_offsets(struct store *s, const struct image *img, const char *hex,
+                      uint64_t **ret);
 
 /* Tags of a remote store remembered per store (node_store_resolve). */
 #define NODE_TAGS_MAX 64
@@ -115,7 +148,7 @@ struct mount {
 	struct mopts o;
 	struct nstore *st;
 	struct ncache *nc;
-	struct index_map im;
+	struct node_index im;
 	struct image_profile *prof;
 	uint64_t *pack_offsets;
 	struct fs *fs;
@@ -134,7 +167,7 @@ struct worker;
 struct pjob {
 	struct node_prefetch *pf;
 	struct ncache *nc;        /* the cache it fills */
-	struct index_map im;
+	struct node_index im;
 	uint64_t *pack_offsets;
 	char hex[HASH_HEX_SIZE];
 	char *ref, *cache_dir;

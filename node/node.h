@@ -42,17 +42,6 @@ struct json;
 #define NODE_REQUEST_MAX (64u << 10)    /* bytes of one request line */
 #define NODE_REPLY_MAX (16u << 20)      /* bytes of one reply a client accepts */
 
-/* Append c's settings to b as a JSON object {"key":"text",…}: every setting
- * but the environment-only ones (secrets), in the text form node_config_set()
- * reads back. */
-int node_config_json(struct buf *b, const struct node_config *c);
-/* A copy of src into dst (initialised here): its settings, and the
- * environment-only ones from this process's environment. */
-int node_config_copy(const struct node_config *src, struct node_config *dst);
-/* Apply settings (a JSON object as node_config_json() writes it) to c.
- * Logs and returns -EINVAL for a bad one. */
-int node_config_apply_json(struct node_config *c, const struct json *settings);
-
 /* `lazyroot node`: run the holder in the foreground until `node stop` (or
  * SIGTERM).  args/nargs: the command line after "node", handed to every
  * worker it starts (with --log FILE among them: our stderr is the pipe of
@@ -64,6 +53,22 @@ int node_holder_main(const struct node_config *cfg, char **args, int nargs);
  * stderr goes once it serves (NULL: where it is).  Returns the exit status. */
 int node_worker_main(const struct node_config *cfg, int chan, int listen_fd,
                      const char *log_path);
+
+/* The descriptors the worker finds at exec (`lazyroot node --worker`): the
+ * holder's channel and the control socket. */
+#define NODE_WORKER_CHAN_FD 3
+#define NODE_WORKER_LISTEN_FD 4
+
+/* ---- an image's access profile in the store (index.c) ---- */
+
+struct image_profile;
+struct store;
+/* The store key of the profile of the index named hex: "profiles/<hex>". */
+void node_profile_key(const char *hex, char out[64]);
+/* The profile of index hex from store s: 0 with *ret set, or 0 with *ret
+ * NULL when the store has none (silently) or it is unusable (one warning
+ * line: corrupt, for another index, unreadable). */
+int node_profile_fetch(struct store *s, const char *hex, struct image_profile **ret);
 
 /* ---- clients ---- */
 

@@ -26,7 +26,7 @@ struct node_prefetch {
 	struct store *store;
 	uint8_t *want;              /* per chunk: 1 when it is to be fetched */
 	uint8_t pack[HASH_SIZE];    /* the index's name: its pack's */
-	uint64_t *pack_offsets;     /* tools_pack_offsets(), or NULL: no pack */
+	uint64_t *pack_offsets;     /* node_pack_offsets(), or NULL: no pack */
 	uint32_t *order;            /* chunk indices in the order to fetch them */
 	uint32_t nchunks, norder, next;  /* next: the next position in order */
 	uint64_t total, started, done, failed, bytes, total_bytes;

@@ -18,7 +18,6 @@
 #include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
-#include "tools/tools.h"
 
 #define WORKER_LOG_MAX (64u << 10)  /* bytes of a request's log lines sent back */
 
@@ -141,15 +140,15 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 		}
 	}
 	{
-		struct index_map probe = { 0 };
+		struct node_index probe = { 0 };
 
-		if (store_is_index_name(ref) && load_index(NULL, m->cache_dir, ref, &probe) == 0) {
+		if (store_is_index_name(ref) && node_index_load(NULL, m->cache_dir, ref, &probe) == 0) {
 			memcpy(m->hex, ref, sizeof(m->hex));
 		} else {
 			m->st = node_store_get(w, &m->cfg);
 			r = m->st ? node_store_resolve(m->st, ref, m->cfg.tag_ttl_ms, m->hex) : -EIO;
 		}
-		index_map_free(&probe);
+		node_index_free(&probe);
 		if (r < 0)
 			goto out;
 	}

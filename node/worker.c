@@ -50,7 +50,6 @@
 #include "node/stats.h"
 #include "node/takeover.h"
 #include "store/store.h"
-#include "tools/tools.h"
 
 #define WORKER_LOOP_ENTRIES 256
 #define WORKER_CLIENTS_MAX 1024     /* connections open at once; more are refused */

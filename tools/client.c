@@ -7,7 +7,7 @@
 
 #include "lib/json.h"
 #include "lib/lib.h"
-#include "node/node-internal.h"
+#include "node/node.h"
 #include "store/store.h"
 #include "tools/tools.h"
 

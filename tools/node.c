@@ -11,7 +11,7 @@
 #include "cache/cache.h"
 #include "lib/json.h"
 #include "lib/lib.h"
-#include "node/node-internal.h"
+#include "node/node.h"
 #include "store/store.h"
 #include "tools/tools.h"
 

@@ -4,12 +4,13 @@
  * `lazyroot mount --record-profile FILE`, one trace per mount), combined,
  * stored beside the image as profiles/<index hex> (so that a tag pushed
  * again never meets a profile of its old index) and shown.  Mounts follow
- * the profile of their index when the store has one (fs/fs.c).
+ * the profile of their index when the store has one (fs/ahead.c).
  */
 #include <sys/stat.h>
 
 #include "image/image.h"
 #include "lib/lib.h"
+#include "node/node.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -41,11 +42,6 @@ static void usage(FILE *f)
 	        STORE_DEFAULT_URL, NODE_CONFIG_DEFAULT_PATH);
 }
 
-void tools_profile_key(const char *hex, char out[64])
-{
-	snprintf(out, 64, "profiles/%s", hex);
-}
-
 /* Read and parse a profile file; logs one line naming path on failure. */
 static int profile_load(const char *path, struct image_profile **ret)
 {
@@ -71,59 +67,6 @@ static int profile_save(const char *path, const struct image_profile *p)
 	if (r < 0)
 		return log_errno(r, "profile '%s': writing it", path);
 	return 0;
-}
-
-int tools_profile_fetch(struct store *s, const char *hex, struct image_profile **ret)
-{
-	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct image_profile *p = NULL;
-	const char *why = NULL;
-	uint8_t idx[HASH_SIZE];
-	char key[64];
-	int r;
-
-	*ret = NULL;
-	tools_profile_key(hex, key);
-	r = store_get_sync(s, key, &b);
-	if (r == -ENOENT)
-		return 0;
-	if (r < 0) {
-		log_msg(LOG_WARN, "profile of index %s: cannot read it from '%s' (%s); not used", hex,
-		        store_url(s), strerror(-r));
-		return 0;
-	}
-	r = image_profile_parse(b.data, b.len, &p, &why);
-	if (r < 0) {
-		log_msg(LOG_WARN, "profile of index %s: %s; not used", hex, why ? why : "unreadable");
-		return 0;
-	}
-	if (hex_decode(hex, idx, HASH_SIZE) < 0 || memcmp(idx, image_profile_index(p), HASH_SIZE)) {
-		log_msg(LOG_WARN, "profile of index %s: it was recorded for another index; not used",
-		        hex);
-		image_profile_free(p);
-		return 0;
-	}
-	*ret = p;
-	return 0;
-}
-
-int tools_profile_write_trace(const char *path, const char *hex, const uint32_t *chunks,
-                              size_t n)
-{
-	struct image_profile *p = NULL;
-	uint8_t idx[HASH_SIZE];
-	int r = hex_decode(hex, idx, HASH_SIZE) < 0 ? -EINVAL : 0;
-
-	if (r == 0)
-		r = image_profile_new(idx, &p);
-	if (r == 0)
-		r = image_profile_add_trace(p, chunks, n);
-	if (r == 0)
-		r = profile_save(path, p);
-	else
-		log_errno(r, "profile '%s'", path);
-	image_profile_free(p);
-	return r;
 }
 
 static int profile_merge(int n, char **in, const char *out)
@@ -199,7 +142,7 @@ static int profile_push(struct store *s, const char *ref, const char *path)
 		goto out;
 	}
 	r = image_profile_encode(p, &pb);
-	tools_profile_key(hex, key);
+	node_profile_key(hex, key);
 	if (r == 0)
 		r = store_put_sync(s, key, pb.data, pb.len);
 	if (r < 0)
@@ -228,7 +171,7 @@ static int profile_show(struct store *s, const char *arg, bool json)
 		r = store_resolve(s, arg, hex);
 		if (r < 0)
 			return r;
-		r = tools_profile_fetch(s, hex, &p);
+		r = node_profile_fetch(s, hex, &p);
 		if (r == 0 && !p)
 			r = log_error(-ENOENT, "image '%s': no profile of index %s in '%s'", arg, hex,
 			              store_url(s));

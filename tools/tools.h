@@ -81,52 +81,6 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 /* For _cleanup_: destroys o->cfg. */
 void tools_verb_done(struct tools_verb *o);
 
-/* ---- access profiles (profile.c) ------------------------------------------ */
-
-struct image_profile;
-struct store;
-/* The store key of the profile of the index named hex: "profiles/<hex>". */
-void tools_profile_key(const char *hex, char out[64]);
-/* The profile of index hex from store s: 0 with *ret set, or 0 with *ret
- * NULL when the store has none (silently) or it is unusable (one warning
- * line: corrupt, for another index, unreadable). */
-int tools_profile_fetch(struct store *s, const char *hex, struct image_profile **ret);
-/* Write a profile of one trace (chunks[0..n)) of index hex to path,
- * atomically.  Logs its errors. */
-int tools_profile_write_trace(const char *path, const char *hex, const uint32_t *chunks,
-                              size_t n);
-
-/* A mapped index file and the reader over it. */
-struct image;
-struct store;
-struct index_map {
-	void *data;
-	size_t len;
-	struct image *img;
-	int keep_fd;          /* > 0: fetched bytes in an unnamed file, not yet kept */
-	int src_fd;           /* > 0: the store's own file, mapped, not yet copied */
-	char *keep_path;      /* where index_map_keep() links them */
-};
-
-/* The index named hex: from CACHE_DIR/indexes when an earlier mount kept it;
- * else the `dir:` store's own file, mapped in place once it hashed to its
- * name; else fetched from the store (checked against its name) and mapped
- * from an unnamed file in CACHE_DIR/indexes.  The last two are kept there by
- * index_map_keep().
- * Logs its errors.  m must be zeroed.  With s NULL, only a kept copy is
- * mapped: -ENOENT (or why the copy is unusable), not logged, otherwise. */
-int load_index(struct store *s, const char *cache_dir, const char *hex, struct index_map *m);
-/* Make a fetched index durable and give it its name in the cache, so that the
- * next mount maps it without a fetch or a hash; a store's file is copied
- * first (hashed again as it is written).  Blocks for the copy and an fsync of
- * the whole index (~100 MB for a million files): a daemon calls it off its
- * loop thread once it serves.  Nothing to do (0) when the index came from
- * the cache.  Logs its errors. */
-int index_map_keep(struct index_map *m);
-/* Whether index_map_keep() has anything to do. */
-bool index_map_unkept(const struct index_map *m);
-void index_map_free(struct index_map *m);
-
 /* ---- the node's shared image mounts (images.c) ---------------------------- */
 
 /* Ask the node service (cfg: the command's settings, sent with the request)
@@ -145,13 +99,6 @@ int images_mount(const struct node_config *cfg, const char *ref, char **ret_dir,
 struct sandbox;
 int images_apply_config(struct sandbox *sb, const char *root, const char *ref, const void *json,
                         size_t len);
-
-/* The offsets of the chunks of image img (index hex) in its pack
- * (image_pack_offsets(), to free()) when store s holds a pack of it of the
- * right size; else *ret NULL: no pack, a store that reads no packs, or a pack
- * of the wrong size (one warning line).  Fails only for -ENOMEM. */
-int tools_pack_offsets(struct store *s, const struct image *img, const char *hex,
-                       uint64_t **ret);
 
 /* ---- speaking to the node service (node.c) --------------------------------- */
 

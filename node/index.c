@@ -1,7 +1,8 @@
 /*
- * index.c — images' indexes for the tools that serve them: kept in the cache
- * directory (DIR/indexes/<hex>) so that a remount or a prefetch needs no fetch,
- * and mapped.
+ * index.c — an image's index, pack and access profile as the node serves
+ * them: the index kept in the cache directory (DIR/indexes/<hex>) so that a
+ * remount or a prefetch needs no fetch, and mapped; the offsets of its chunks
+ * in a `dir:` store's pack; its profile from the store.
  *
  * Invariant: a file is named DIR/indexes/<hex> only once its bytes hashed to
  * <hex> (in memory, as fetched) and were made durable (fsync) — or an earlier
@@ -27,13 +28,13 @@
 
 #include "image/image.h"
 #include "lib/lib.h"
+#include "node/node-internal.h"
 #include "store/store.h"
-#include "tools/tools.h"
 
 #define INDEX_COPY_BUF (1u << 20)  /* bytes per read when keeping a store's file */
 
 /* Unmap and free; m may be zeroed. */
-void index_map_free(struct index_map *m)
+void node_index_free(struct node_index *m)
 {
 	image_free(m->img);
 	if (m->data)
@@ -47,7 +48,7 @@ void index_map_free(struct index_map *m)
 }
 
 /* Map len bytes of fd and check the header. */
-static int index_map_fd(int fd, struct index_map *m)
+static int index_map_fd(int fd, struct node_index *m)
 {
 	struct stat st;
 
@@ -69,7 +70,7 @@ static int index_map_fd(int fd, struct index_map *m)
 }
 
 /* A kept index: verified and fsynced before it was named (see the top). */
-static int index_map_kept(const char *path, struct index_map *m)
+static int index_map_kept(const char *path, struct node_index *m)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 
@@ -78,15 +79,15 @@ static int index_map_kept(const char *path, struct index_map *m)
 	return index_map_fd(fd, m);
 }
 
-/* The length of m->keep_path's directory part (load_index made it DIR/hex). */
-static int keep_dirlen(const struct index_map *m)
+/* The length of m->keep_path's directory part (node_index_load made it DIR/hex). */
+static int keep_dirlen(const struct node_index *m)
 {
 	return (int)(strrchr(m->keep_path, '/') - m->keep_path);
 }
 
 /* An unnamed file in the directory of m->keep_path; -EOPNOTSUPP where the
  * file system has none. */
-static int index_tmpfile(const struct index_map *m)
+static int index_tmpfile(const struct node_index *m)
 {
 	char dir[PATH_MAX];
 	int fd;
@@ -101,7 +102,7 @@ static int index_tmpfile(const struct index_map *m)
 /* Write the verified bytes b to an unnamed file beside m->keep_path and map
  * it from there (page cache, not anonymous memory: only what is used becomes
  * resident). */
-static int index_map_fetched(const char *hex, const struct buf *b, struct index_map *m)
+static int index_map_fetched(const char *hex, const struct buf *b, struct node_index *m)
 {
 	int dirlen = keep_dirlen(m);
 	int fd, r;
@@ -123,7 +124,7 @@ static int index_map_fetched(const char *hex, const struct buf *b, struct index_
  * a reader on another thread sees the old page or the new.  The store's file
  * may be on a network file system that goes away, or be cut short in place by
  * something else, and a mapped file that shrinks is a SIGBUS. */
-static int index_remap(struct index_map *m, int fd)
+static int index_remap(struct node_index *m, int fd)
 {
 	if (!m->data)
 		return -EINVAL;
@@ -136,7 +137,7 @@ static int index_remap(struct index_map *m, int fd)
 /* Copy the store's file m->src_fd into an unnamed file (m->keep_fd), hashing
  * what is written: the store's file was checked when it was opened, but only
  * what hashes to the name now may be kept under it. */
-static int index_copy(struct index_map *m)
+static int index_copy(struct node_index *m)
 {
 	const char *hex = m->keep_path + keep_dirlen(m) + 1;
 	uint8_t want[HASH_SIZE], got[HASH_SIZE];
@@ -194,7 +195,7 @@ static int index_copy(struct index_map *m)
 	return 0;
 }
 
-int index_map_keep(struct index_map *m)
+int node_index_keep(struct node_index *m)
 {
 	char proc[64];
 	bool copied = m->src_fd > 0;
@@ -232,13 +233,13 @@ int index_map_keep(struct index_map *m)
 	return 0;
 }
 
-bool index_map_unkept(const struct index_map *m)
+bool node_index_unkept(const struct node_index *m)
 {
 	return m->keep_fd > 0 || m->src_fd > 0;
 }
 
-int load_index(struct store *s, const char *cache_dir, const char *hex,
-                      struct index_map *m)
+int node_index_load(struct store *s, const char *cache_dir, const char *hex,
+                      struct node_index *m)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	char dir[PATH_MAX], path[PATH_MAX + HASH_HEX_SIZE];
@@ -250,7 +251,7 @@ int load_index(struct store *s, const char *cache_dir, const char *hex,
 	r = index_map_kept(path, m);
 	if (r == 0)
 		return 0;
-	index_map_free(m);
+	node_index_free(m);
 	if (!s)
 		return r;  /* the caller fetches it with a store if it must */
 	if (r != -ENOENT)
@@ -281,7 +282,7 @@ int load_index(struct store *s, const char *cache_dir, const char *hex,
 		return r;  /* not written: said so above */
 	if (r == -EOPNOTSUPP) {
 		/* no unnamed files here: kept the slow way, durable at once */
-		index_map_free(m);
+		node_index_free(m);
 		r = write_file_atomic(path, b.data, b.len, 0644);
 		if (r < 0)
 			return log_errno(r, "index %s: writing `%s`", hex, path);
@@ -289,5 +290,79 @@ int load_index(struct store *s, const char *cache_dir, const char *hex,
 	}
 	if (r < 0)
 		return log_errno(r, "index %s: the index is corrupt", hex);
+	return 0;
+}
+
+/* ---- the image's pack and profile in the store ---------------------------- */
+
+int node_pack_offsets(struct store *s, const struct image *img, const char *hex,
+                       uint64_t **ret)
+{
+	char key[64];
+	int64_t size;
+	struct image_info info;
+	uint64_t *v;
+	int r;
+
+	*ret = NULL;
+	snprintf(key, sizeof(key), "packs/%s", hex);
+	size = store_local_size(s, key);
+	if (size == -EOPNOTSUPP || size == -ENOENT)
+		return 0;
+	if (size < 0) {
+		log_errno((int)size, "store '%s': %s unusable, reading chunk objects", store_url(s),
+		          key);
+		return 0;
+	}
+	r = image_pack_offsets(img, &v);
+	if (r < 0)
+		return r;
+	image_get_info(img, &info);
+	if ((uint64_t)size != v[info.chunks]) {
+		log_msg(LOG_WARN, "store '%s': %s is %lld bytes, not the %llu its index says; "
+		        "reading chunk objects", store_url(s), key, (long long)size,
+		        (unsigned long long)v[info.chunks]);
+		free(v);
+		return 0;
+	}
+	*ret = v;
+	return 0;
+}
+void node_profile_key(const char *hex, char out[64])
+{
+	snprintf(out, 64, "profiles/%s", hex);
+}
+
+int node_profile_fetch(struct store *s, const char *hex, struct image_profile **ret)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct image_profile *p = NULL;
+	const char *why = NULL;
+	uint8_t idx[HASH_SIZE];
+	char key[64];
+	int r;
+
+	*ret = NULL;
+	node_profile_key(hex, key);
+	r = store_get_sync(s, key, &b);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0) {
+		log_msg(LOG_WARN, "profile of index %s: cannot read it from '%s' (%s); not used", hex,
+		        store_url(s), strerror(-r));
+		return 0;
+	}
+	r = image_profile_parse(b.data, b.len, &p, &why);
+	if (r < 0) {
+		log_msg(LOG_WARN, "profile of index %s: %s; not used", hex, why ? why : "unreadable");
+		return 0;
+	}
+	if (hex_decode(hex, idx, HASH_SIZE) < 0 || memcmp(idx, image_profile_index(p), HASH_SIZE)) {
+		log_msg(LOG_WARN, "profile of index %s: it was recorded for another index; not used",
+		        hex);
+		image_profile_free(p);
+		return 0;
+	}
+	*ret = p;
 	return 0;
 }

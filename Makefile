@@ -160,6 +160,12 @@ $(BUILD)/tests/sandbox/%: tests/sandbox/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -static -o $@ $<
 
+# The modules depend on each other only downwards (docs/HACKING.md, "Dependency
+# direction"): what each includes, and a link of each module's objects with only
+# the archives of the modules below it.
+check-layers: $(CORE_OBJS) $(TOOL_OBJS)
+	$(Q)BUILD=$(BUILD) CC="$(CC)" LDFLAGS="$(LDFLAGS)" OBJS="$^" LIBS="$(LIBS)" scripts/check-layers
+
 tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS) $(BENCH_BINS)
 	@:
 
@@ -217,6 +223,6 @@ install: $(BUILD)/lazyroot
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all bin test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
+.PHONY: all bin check-layers test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
 
 -include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/tools/main-front.d $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)

@@ -51,7 +51,8 @@ int node_msg_recv(int fd, uint32_t *ret_type, struct buf *b, int fds[NODE_MSG_FD
 
 /* ---- the worker's state, shared by worker.c (the loop, the socket, the
  * holder's channel), requests.c (the control requests), mounts.c (mounts and
- * their takeover), stores.c (stores and caches) and jobs.c (prefetch jobs).
+ * their takeover), stores.c (stores and caches), jobs.c (prefetch jobs) and
+ * index.c (indexes, packs, profiles).
  * Everything here runs on the worker's one loop thread. */
 
 #include <pthread.h>

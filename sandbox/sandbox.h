@@ -32,7 +32,7 @@
  * mount shows the owners as built (host ids 0, 1000, ...), and each sandbox
  * gets its own idmapped view of it exactly as of a directory: the kernel
  * (6.12+) allows idmapped mounts of FUSE when the daemon opts in with
- * FUSE_ALLOW_IDMAP and default_permissions (fs/fs.c).  Chosen over the
+ * FUSE_ALLOW_IDMAP and default_permissions (fs/session.c).  Chosen over the
  * alternatives because it is the only one that is both shared and correct:
  *   - a daemon that shifts every owner by uid_base would tie a mount to one
  *     id range, while uid_base is per sandbox (a policy field: pools and

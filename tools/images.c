@@ -14,7 +14,7 @@
  * race for one image: it answers one request at a time.
  *
  * The mount shows owners exactly as built; each sandbox sees it through its
- * own idmapped mount (sandbox/launch.c, fs/fs.c says how FUSE allows that).
+ * own idmapped mount (sandbox/launch.c; fs/session.c says how FUSE allows that).
  */
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -188,8 +188,8 @@ struct json;
  * but the environment-only ones (secrets), in the text form node_config_set()
  * reads back. */
 int node_config_json(struct buf *b, const struct node_config *c);
-/* A copy of src into dst (initialised here): its settings, and the
- * environment-only ones from this process's environment. */
+/* A copy of src into dst (initialised here): its settings and its
+ * environment-only ones (the credentials it carries). */
 int node_config_copy(const struct node_config *src, struct node_config *dst);
 /* Apply settings (a JSON object as node_config_json() writes it) to c.
  * Logs and returns -EINVAL for a bad one. */

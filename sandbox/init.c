@@ -365,7 +365,7 @@ struct init_step {
 
 static const struct init_step init_steps[] = {
 	I("parent death", LAUNCH, NONE, 0, step_parent_death),
-	I("cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups),
+	I("join cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups),
 	I("signals", PROCESS, REPLAY, 0, step_signals),
 	I("mount trees", SANDBOX, NONE, 0, step_mount_trees),
 	I("root ids", PROCESS, REPLAY, PLAN_NEEDS_PIDFD, step_root_ids),

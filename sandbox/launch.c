@@ -668,9 +668,9 @@ static const struct host_step host_steps[] = {
 	H("check", LAUNCH, NONE, 0, step_check, NULL),
 	H("signals", LAUNCH, NONE, 0, step_signals, undo_signals),
 	/* an exec has output pipes and stdin of its own, from its request */
+	H("output", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_output, undo_output),
 	H("pipes", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_pipes, undo_pipes),
 	H("stdin", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_stdin, undo_stdin),
-	H("output", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_output, undo_output),
 	H("gc", LAUNCH, NONE, 0, step_gc, NULL),
 	H("ids", SANDBOX, NONE, 0, step_ids, undo_ids),
 	H("lend binds", SANDBOX, NONE, 0, step_lend_binds, undo_lend_binds),

@@ -586,10 +586,13 @@ static int step_mounts(struct launch *l)
 			break;
 		fds[n++] = r;
 	}
-	if (r >= 0)
+	/* a tree that could not be made has said why; the init gone (EPIPE)
+	 * has said why on its own */
+	if (r >= 0) {
 		r = send_fds(l->sp[0], fds, n);
-	if (r < 0 && r != -EPIPE)
-		log_errno(r, "hand the mounts to the sandbox");
+		if (r < 0 && r != -EPIPE)
+			log_errno(r, "hand the mounts to the sandbox");
+	}
 	for (size_t i = 0; i < n; i++)
 		close(fds[i]);
 	return r < 0 ? r : 0;

@@ -77,7 +77,8 @@ static void test_plan__exec_is_what_the_init_gets(void **state)
 	};
 	/* a before b in the exec list, as the kernel needs them */
 	static const char *const before[][2] = {
-		{ "cgroups", "clone" }, { "clone", "join cgroups" }, { "pivot_root", "landlock" }, { "landlock", "seccomp" },
+		{ "cgroups", "clone" }, { "clone", "join cgroups" }, { "pivot_root", "landlock" },
+		{ "landlock", "seccomp" },
 		{ "no_new_privs", "seccomp" }, { "root ids", "bounding set" },
 		{ "bounding set", "seccomp" }, { "seccomp", "user" }, { "user", "capabilities" },
 		{ "capabilities", "exec" }, { "workdir", "exec" }, { "descriptors", "exec" },

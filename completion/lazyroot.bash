@@ -17,7 +17,7 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 		*) echo "--help" ;;
 		esac ;;
 	run) echo "$config $store $cache --images --socket --rootfs --policy --set --env --workdir --user --bind --hostname --name --memory --pids --cpus --nofile --tmpfs-size --timeout --output-limit --allow --stage --json --json-fd --help" ;;
-	policy) echo "--stage --json --help" ;;
+	policy) echo "--stage --json --fields --help" ;;
 	profile) echo "$config $store --json --help" ;;
 	gc) echo "$config --pool --json --help" ;;
 	store) echo "--grace --dry-run --wait --lease-ttl --data $store --json --help" ;;

@@ -1,7 +1,11 @@
 /*
- * policy.c — the sandbox policy: defaults, one setter that parses every
- * field's text form, and the "key = value" policy file.  POLICY.md documents
- * each field; keep the two in step.
+ * policy.c — the sandbox policy as a typed table (fields[]): one row per
+ * field with its key, type, default, bounds and a line of meaning.  The
+ * defaults (sandbox_new applies each row's default through the parser), the
+ * setter (sandbox_set), the policy file and the dump (sandbox_policy_fields)
+ * all go through it, so that a value means the same whichever way it came.
+ * sandbox/POLICY.md documents the same table; tests/unit/test_policy.c
+ * checks the two agree both ways.
  */
 #include <arpa/inet.h>
 #include <math.h>
@@ -42,38 +46,6 @@ static int strv_add(struct strv *l, const char *s)
 	if (!v[l->n])
 		return -ENOMEM;
 	v[++l->n] = NULL;
-	return 0;
-}
-
-int sandbox_new(struct sandbox **ret)
-{
-	struct sandbox *sb = calloc(1, sizeof(*sb));
-
-	if (!sb)
-		return -ENOMEM;
-	sb->ids_auto = true;
-	sb->ptys = 32;
-	sb->inotify_instances = 128;
-	sb->inotify_watches = 65536;
-	sb->ipc_objects = 256;
-	sb->tmpfs_size = 256ull << 20;
-	sb->memory = 1ull << 30;
-	sb->pids = 256;
-	sb->cpus = 1;
-	sb->nofile = 1024;
-	sb->timeout = 600;
-	sb->output = 64ull << 20;
-	sb->kill_on_pids_limit = true;
-	sb->landlock = true;
-	sb->pool = true;
-	sb->tcp_bind.any = true;
-	sb->tcp_connect.any = true;
-	sb->socket_families = SANDBOX_FAMILY_ALL;
-	if (set_str(&sb->hostname, "sandbox") < 0 || set_str(&sb->workdir, "/") < 0) {
-		sandbox_free(sb);
-		return -ENOMEM;
-	}
-	*ret = sb;
 	return 0;
 }
 
@@ -391,137 +363,279 @@ static int set_stage_field(struct sandbox *sb, const char *key, const char *v)
 	return strv_add(&st->hide, v);
 }
 
-static int set_field(struct sandbox *sb, const char *key, const char *v)
+/* ---- the table ------------------------------------------------------------ */
+
+enum field_type {
+	F_STR,          /* a string of min..max bytes */
+	F_NAME,         /* [A-Za-z0-9._-], not starting with '.', at most 64 */
+	F_ABSPATH,      /* an absolute path */
+	F_USER,         /* UID[:GID] */
+	F_ENV,          /* NAME=VALUE, repeatable */
+	F_BIND,         /* SRC:DST[:rw|:ro], repeatable */
+	F_ID_BASE,      /* auto, or a host id min..max */
+	F_U32,          /* min..max into a uint32_t */
+	F_U64,          /* min..max into a uint64_t */
+	F_SIZE,         /* parse_size(), at least min, into a uint64_t */
+	F_REAL,         /* a number 0..max (a fraction allowed) into a double */
+	F_BOOL,
+	F_WRITABLE,     /* a path, repeatable; the first replaces the default; none */
+	F_PATHS,        /* a path, repeatable */
+	F_PORTS,        /* any, none, or PORT,PORT,... */
+	F_ADDRS,        /* ADDR:PORT, repeatable */
+	F_FAMILIES,     /* none, or a list of unix, inet, inet6, netlink */
+	F_STAGE_ALLOW,  /* stage.NAME.allow: ADDR:PORT, repeatable; empty declares */
+	F_STAGE_HIDE,   /* stage.NAME.hide: a path, repeatable; empty declares */
+};
+
+/* What sandbox_field's type says of each. */
+#define TN_F_STR "string"
+#define TN_F_NAME "name"
+#define TN_F_ABSPATH "path"
+#define TN_F_USER "user"
+#define TN_F_ENV "env"
+#define TN_F_BIND "bind"
+#define TN_F_ID_BASE "ids"
+#define TN_F_U32 "count"
+#define TN_F_U64 "count"
+#define TN_F_SIZE "size"
+#define TN_F_REAL "number"
+#define TN_F_BOOL "bool"
+#define TN_F_WRITABLE "paths"
+#define TN_F_PATHS "paths"
+#define TN_F_PORTS "ports"
+#define TN_F_ADDRS "addrs"
+#define TN_F_FAMILIES "families"
+#define TN_F_STAGE_ALLOW "addrs"
+#define TN_F_STAGE_HIDE "paths"
+
+struct field {
+	struct sandbox_field pub;
+	enum field_type type;
+	size_t off;             /* of the field in struct sandbox */
+	bool unset_default;     /* pub.dflt is what the field means while unset: not applied */
+};
+
+#define OFF(f) offsetof(struct sandbox, f)
+#define ROW(k, t, f, mn, mx, d, list, doc) \
+	{ { k, TN_##t, d, doc, list, mn, mx }, t, OFF(f), false }
+
+/* In POLICY.md's order.  Bounds: the kernel's own where it has them
+ * (INT32_MAX for a user namespace's counts, IPCMNI ids for IPC objects,
+ * 4096 ptys per node), else what no sandbox could need more of. */
+static const struct field fields[] = {
+	ROW("rootfs", F_STR, rootfs, 1, 0, NULL, false,
+	    "directory used as the read-only lower layer of the sandbox's overlay"),
+	ROW("name", F_NAME, name, 1, 64, NULL, false,
+	    "the sandbox's name (cgroups, tmpfs, stage state); default lazyroot-<launcher pid>"),
+	ROW("hostname", F_STR, hostname, 1, 64, "sandbox", false, "hostname inside"),
+	ROW("workdir", F_ABSPATH, workdir, 0, 0, "/", false,
+	    "working directory of the command, inside"),
+	ROW("user", F_USER, uid, 0, SANDBOX_ID_RANGE - 1, "0:0", false,
+	    "UID[:GID] the command runs as inside"),
+	ROW("env", F_ENV, env, 0, 0, NULL, true,
+	    "NAME=VALUE of the command's environment; a later NAME replaces an earlier one"),
+	ROW("bind", F_BIND, binds, 0, 0, NULL, true,
+	    "SRC:DST[:rw]: host path SRC at DST inside, read-only unless :rw"),
+	ROW("uid_base", F_ID_BASE, uid_base, 1, UINT32_MAX - SANDBOX_ID_RANGE, "auto", false,
+	    "host uid and gid of id 0 inside; auto: a range of the node's of its own"),
+	ROW("ptys", F_U32, ptys, 1, 4096, "32", false,
+	    "the most pseudo-terminals the sandbox's devpts holds"),
+	ROW("namespaces", F_U32, namespaces, 0, INT32_MAX, "0", false,
+	    "namespaces of each kind the sandbox may make, per id inside"),
+	ROW("inotify_instances", F_U32, inotify_instances, 0, INT32_MAX, "128", false,
+	    "inotify instances per id inside"),
+	ROW("inotify_watches", F_U32, inotify_watches, 0, INT32_MAX, "65536", false,
+	    "inotify watches per id inside"),
+	ROW("ipc_objects", F_U32, ipc_objects, 1, 32768, "256", false,
+	    "System V and POSIX IPC objects of each kind in the sandbox's ipc namespace"),
+	ROW("tmpfs_size", F_SIZE, tmpfs_size, 1, 0, "256M", false,
+	    "size of the tmpfs holding everything the sandbox writes"),
+	ROW("memory", F_SIZE, memory, 0, 0, "1G", false, "memory cgroup limit; 0: none"),
+	ROW("pids", F_U64, pids, 0, 1u << 22, "256", false,
+	    "processes and threads at once; 0: no limit"),
+	ROW("kill_on_pids_limit", F_BOOL, kill_on_pids_limit, 0, 0, "true", false,
+	    "end the sandbox when a fork fails on the pids limit"),
+	ROW("cpus", F_REAL, cpus, 0, 4096, "1", false, "CPU bandwidth in cores; 0: no limit"),
+	ROW("nofile", F_U64, nofile, 1, 1u << 22, "1024", false, "RLIMIT_NOFILE, soft and hard"),
+	ROW("timeout", F_REAL, timeout, 0, 1e7, "600", false,
+	    "wall-clock seconds from the clone; 0: no limit"),
+	ROW("output", F_SIZE, output, 0, 0, "64M", false,
+	    "cap on stdout and stderr together; 0: no cap"),
+	ROW("landlock", F_BOOL, landlock, 0, 0, "true", false,
+	    "apply the Landlock rules of the path and port fields"),
+	{ { "writable", TN_F_WRITABLE, "/",
+	    "path inside the sandbox may change, repeatable; none: nothing", true, 0, 0 },
+	  F_WRITABLE, OFF(writable), true },
+	ROW("read_only", F_PATHS, read_only, 0, 0, NULL, true,
+	    "path inside that may be read but not changed, repeatable"),
+	ROW("hide", F_PATHS, hide, 0, 0, NULL, true,
+	    "path inside that may not be accessed at all, repeatable"),
+	ROW("tcp_bind", F_PORTS, tcp_bind, 0, 65535, "any", false,
+	    "TCP ports the sandbox may bind: any, none or a list"),
+	ROW("tcp_connect", F_PORTS, tcp_connect, 0, 65535, "any", false,
+	    "TCP ports the sandbox may connect to: any, none or a list"),
+	ROW("allow", F_ADDRS, allow, 0, 0, NULL, true,
+	    "ADDR:PORT the sandbox may reach over TCP and UDP, repeatable"),
+	ROW("stage", F_NAME, stage, 1, 64, NULL, false,
+	    "the stage the sandbox starts in; default the first declared"),
+	ROW("stage.NAME.allow", F_STAGE_ALLOW, stages, 0, 0, NULL, true,
+	    "ADDR:PORT stage NAME allows, repeatable; empty: nothing"),
+	ROW("stage.NAME.hide", F_STAGE_HIDE, stages, 0, 0, NULL, true,
+	    "path stage NAME hides, repeatable"),
+	ROW("sysfs", F_BOOL, sysfs, 0, 0, "false", false, "mount a read-only sysfs on /sys"),
+	ROW("pool", F_BOOL, pool, 0, 0, "true", false,
+	    "take cgroups and the network namespace from the node's pools"),
+	ROW("io_uring", F_BOOL, io_uring, 0, 0, "false", false,
+	    "let the io_uring syscalls through seccomp"),
+	ROW("socket_families", F_FAMILIES, socket_families, 0, 0, "unix,inet,inet6,netlink", false,
+	    "the socket families socket() may make, or none"),
+};
+
+const struct sandbox_field *sandbox_field_at(size_t i)
 {
+	return i < ARRAY_SIZE(fields) ? &fields[i].pub : NULL;
+}
+
+/* The row of key: stage.NAME.allow and stage.NAME.hide match any NAME. */
+static const struct field *find_field(const char *key)
+{
+	const char *dot;
+
+	if (!strncmp(key, "stage.", 6) && (dot = strrchr(key + 6, '.')) && dot > key + 6) {
+		for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+			if ((fields[i].type == F_STAGE_ALLOW || fields[i].type == F_STAGE_HIDE) &&
+			    !strcmp(strrchr(fields[i].pub.key, '.'), dot))
+				return &fields[i];
+		return NULL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+		if (!strcmp(fields[i].pub.key, key))
+			return &fields[i];
+	return NULL;
+}
+
+/* Check v for row f (key as given) and store it in sb: 0, -EINVAL, -ENOMEM. */
+static int apply(struct sandbox *sb, const struct field *f, const char *key, const char *v)
+{
+	void *p = (char *)sb + f->off;
 	uint64_t n;
 	double d;
 	int r;
 
-	if (!strcmp(key, "rootfs"))
-		return v[0] ? set_str(&sb->rootfs, v) : -EINVAL;
-	if (!strcmp(key, "name"))
-		return good_name(v) ? set_str(&sb->name, v) : -EINVAL;
-	if (!strcmp(key, "hostname"))
-		return v[0] && strlen(v) <= 64 ? set_str(&sb->hostname, v) : -EINVAL;
-	if (!strcmp(key, "workdir"))
-		return v[0] == '/' ? set_str(&sb->workdir, v) : -EINVAL;
-	if (!strcmp(key, "user"))
+	switch (f->type) {
+	case F_STR:
+		if (strlen(v) < f->pub.min || (f->pub.max && strlen(v) > f->pub.max))
+			return -EINVAL;
+		return set_str(p, v);
+	case F_NAME:
+		return good_name(v) ? set_str(p, v) : -EINVAL;
+	case F_ABSPATH:
+		return v[0] == '/' ? set_str(p, v) : -EINVAL;
+	case F_USER:
 		return parse_user(v, &sb->uid, &sb->gid);
-	if (!strcmp(key, "env"))
+	case F_ENV:
 		return add_env(sb, v);
-	if (!strcmp(key, "bind"))
+	case F_BIND:
 		return add_bind(sb, v);
-	if (!strcmp(key, "uid_base")) {
+	case F_ID_BASE:
 		if (!strcmp(v, "auto")) {
 			sb->ids_auto = true;
 			return 0;
 		}
-		if (parse_uint(v, UINT32_MAX - SANDBOX_ID_RANGE, &n) < 0 || n == 0)
+		if (parse_uint(v, (uint64_t)f->pub.max, &n) < 0 || n < f->pub.min)
 			return -EINVAL;
 		sb->ids_auto = false;
 		sb->uid_base = sb->gid_base = (uint32_t)n;
 		return 0;
-	}
-	/* The per-namespace limits, within the kernel's own ceilings: INT_MAX
-	 * for a user namespace's counts, IPCMNI (32768) ids for IPC objects. */
-	if (!strcmp(key, "namespaces") || !strcmp(key, "inotify_instances") ||
-	    !strcmp(key, "inotify_watches")) {
-		if (parse_uint(v, INT32_MAX, &n) < 0)
+	case F_U32:
+	case F_U64:
+		if (parse_uint(v, (uint64_t)f->pub.max, &n) < 0 || n < f->pub.min)
 			return -EINVAL;
-		if (!strcmp(key, "namespaces"))
-			sb->namespaces = (uint32_t)n;
-		else if (!strcmp(key, "inotify_instances"))
-			sb->inotify_instances = (uint32_t)n;
+		if (f->type == F_U32)
+			*(uint32_t *)p = (uint32_t)n;
 		else
-			sb->inotify_watches = (uint32_t)n;
+			*(uint64_t *)p = n;
 		return 0;
-	}
-	if (!strcmp(key, "ipc_objects")) {
-		if (parse_uint(v, 32768, &n) < 0 || n == 0)
+	case F_SIZE:
+		if (parse_size(v, &n) < 0 || n < f->pub.min)
 			return -EINVAL;
-		sb->ipc_objects = (uint32_t)n;
+		*(uint64_t *)p = n;
 		return 0;
-	}
-	if (!strcmp(key, "ptys")) {
-		if (parse_uint(v, 4096, &n) < 0 || n == 0)
-			return -EINVAL;
-		sb->ptys = (uint32_t)n;
+	case F_REAL:
+		if ((r = parse_double(v, f->pub.max, &d)) < 0)
+			return r;
+		*(double *)p = d;
 		return 0;
-	}
-	if (!strcmp(key, "landlock"))
-		return parse_bool(v, &sb->landlock);
-	if (!strcmp(key, "io_uring"))
-		return parse_bool(v, &sb->io_uring);
-	if (!strcmp(key, "socket_families"))
-		return parse_families(v, &sb->socket_families);
-	if (!strcmp(key, "sysfs"))
-		return parse_bool(v, &sb->sysfs);
-	if (!strcmp(key, "pool"))
-		return parse_bool(v, &sb->pool);
-	if (!strcmp(key, "writable")) {
+	case F_BOOL:
+		return parse_bool(v, p);
+	case F_WRITABLE:
 		if (!sb->writable_set || !strcmp(v, "none"))
 			strv_free(&sb->writable);
 		sb->writable_set = true;
 		if (!strcmp(v, "none"))
 			return 0;
 		return good_path(v) ? strv_add(&sb->writable, v) : -EINVAL;
-	}
-	if (!strcmp(key, "read_only"))
-		return good_path(v) ? strv_add(&sb->read_only, v) : -EINVAL;
-	if (!strcmp(key, "hide"))
-		return good_path(v) ? strv_add(&sb->hide, v) : -EINVAL;
-	if (!strcmp(key, "tcp_bind"))
-		return parse_ports(v, &sb->tcp_bind);
-	if (!strcmp(key, "tcp_connect"))
-		return parse_ports(v, &sb->tcp_connect);
-	if (!strcmp(key, "allow"))
+	case F_PATHS:
+		return good_path(v) ? strv_add(p, v) : -EINVAL;
+	case F_PORTS:
+		return parse_ports(v, p);
+	case F_ADDRS:
 		return v[0] ? add_addr(&sb->allow, &sb->n_allow, v) : -EINVAL;
-	if (!strcmp(key, "stage"))
-		return good_name(v) ? set_str(&sb->stage, v) : -EINVAL;
-	if (!strncmp(key, "stage.", 6))
+	case F_FAMILIES:
+		return parse_families(v, p);
+	case F_STAGE_ALLOW:
+	case F_STAGE_HIDE:
 		return set_stage_field(sb, key, v);
-	if (!strcmp(key, "kill_on_pids_limit"))
-		return parse_bool(v, &sb->kill_on_pids_limit);
-	if (!strcmp(key, "cpus")) {
-		if ((r = parse_double(v, 4096, &d)) < 0)
-			return r;
-		sb->cpus = d;
-		return 0;
 	}
-	if (!strcmp(key, "timeout")) {
-		if ((r = parse_double(v, 1e7, &d)) < 0)
-			return r;
-		sb->timeout = d;
-		return 0;
-	}
-	if (!strcmp(key, "pids") || !strcmp(key, "nofile")) {
-		if (parse_uint(v, 1u << 22, &n) < 0)
-			return -EINVAL;
-		if (key[0] == 'p')
-			sb->pids = n;
-		else if (n == 0)
-			return -EINVAL;
-		else
-			sb->nofile = n;
-		return 0;
-	}
-	{
-		static const struct { const char *key; size_t off; bool nonzero; } sizes[] = {
-			{ "memory", offsetof(struct sandbox, memory), false },
-			{ "output", offsetof(struct sandbox, output), false },
-			{ "tmpfs_size", offsetof(struct sandbox, tmpfs_size), true },
-		};
+	return -EINVAL;
+}
 
-		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
-			if (strcmp(key, sizes[i].key))
-				continue;
-			if (parse_size(v, &n) < 0 || (sizes[i].nonzero && n == 0))
-				return -EINVAL;
-			*(uint64_t *)((char *)sb + sizes[i].off) = n;
-			return 0;
+static int set_field(struct sandbox *sb, const char *key, const char *v)
+{
+	const struct field *f = find_field(key);
+
+	return f ? apply(sb, f, key, v) : -ENOENT;
+}
+
+int sandbox_new(struct sandbox **ret)
+{
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return -ENOMEM;
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		const struct field *f = &fields[i];
+
+		if (!f->pub.dflt || f->unset_default)
+			continue;
+		if (apply(sb, f, f->pub.key, f->pub.dflt) < 0) {
+			sandbox_free(sb);
+			return -ENOMEM;   /* the defaults parse: only an allocation fails */
 		}
 	}
-	return -ENOENT;
+	*ret = sb;
+	return 0;
+}
+
+void sandbox_policy_fields(FILE *f)
+{
+	const struct sandbox_field *d;
+
+	for (size_t i = 0; (d = sandbox_field_at(i)); i++) {
+		char bounds[64] = "";
+		const struct field *row = &fields[i];
+
+		if (row->type == F_U32 || row->type == F_U64 || row->type == F_ID_BASE)
+			snprintf(bounds, sizeof(bounds), " %.0f..%.0f", d->min, d->max);
+		else if (row->type == F_REAL)
+			snprintf(bounds, sizeof(bounds), " 0..%g", d->max);
+		else if (row->type == F_SIZE && d->min > 0)
+			snprintf(bounds, sizeof(bounds), " >0");
+		else if ((row->type == F_STR || row->type == F_NAME) && d->max > 0)
+			snprintf(bounds, sizeof(bounds), " %.0f..%.0f bytes", d->min, d->max);
+		fprintf(f, "%s\t%s%s%s\t%s\t%s\n", d->key, d->type, d->list ? ", repeatable" : "",
+		        bounds, d->dflt ? d->dflt : "-", d->doc);
+	}
 }
 
 int sandbox_set(struct sandbox *sb, const char *key, const char *value)

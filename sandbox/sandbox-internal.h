@@ -322,21 +322,31 @@ int cgroup_slot_release(struct cgroup_slot *s, struct sandbox_cgroups *cg);
 
 /* ---- the filesystem (setup.c) ------------------------------------------- */
 
-/* Inside the new user and mount namespaces, as the sandbox's init: build the
- * tmpfs (its source is name), overlay, /proc, /sys, /dev and binds, set the hostname, bring up
- * the loopback (unless pooled_net: a pooled namespace's is up already, and
- * the sandbox has no right to it) and pivot into the new root.  lower_fd and bind_fds[i] are
- * detached mount trees from the launcher; each is closed and set to -1 once
- * attached. */
-int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds,
-               bool pooled_net);
+/* Inside the new user and mount namespaces, as the sandbox's init, one step
+ * each (init.c runs them in this order): make the mount tree private and
+ * mount the tmpfs (its source is name) with its directories; attach the
+ * rootfs (lower_fd, a detached idmapped tree from the launcher, closed and
+ * set to -1 once attached) and mount the overlay; /proc; /sys; the masks
+ * over what /proc and /sys show of the host (and the mask source for hidden
+ * paths); /dev; the binds (bind_fds[i], detached trees from the launcher,
+ * each closed and set to -1 once attached); the hostname; then pivot into
+ * the new root and detach the old one. */
+int setup_tmpfs(const struct sandbox *sb, const char *name);
+int setup_overlay(const struct sandbox *sb, int *lower_fd);
+int setup_proc(const struct sandbox *sb);
+int setup_sys(const struct sandbox *sb);
+int setup_masks(const struct sandbox *sb);
+int setup_dev(const struct sandbox *sb);
+int setup_binds(const struct sandbox *sb, int *bind_fds);
+int setup_hostname(const struct sandbox *sb);
+int setup_pivot(void);
 /* Bring up the loopback of the calling thread's network namespace; -errno. */
 int loopback_up(void);
 /* The per-namespace limits of the policy (namespaces, inotify, fanotify, IPC
  * objects), in two halves.  The kernel charges the launcher's own setup to
  * them: every mount tree open_tree(OPEN_TREE_CLONE) or fsmount detaches is a
  * mount namespace of the caller's user namespace while it lasts, so
- * max_mnt_namespaces = 0 in force during setup_root would refuse its first
+ * max_mnt_namespaces = 0 in force during the init's setup would refuse its first
  * open_tree.  So the sandbox's init opens the sysctl files (bound to its own
  * user and ipc namespaces) before its setup, and writes them as its last
  * step before the command starts, while it is still root there with
@@ -357,7 +367,7 @@ int ns_limits_open(const struct sandbox *sb, struct ns_limits *l);
 /* Write and close them all; 0 or -errno, logged. */
 int ns_limits_apply(struct ns_limits *l);
 void ns_limits_close(struct ns_limits *l);
-/* In the sandbox's init, once setup_root has made the mask source: cover
+/* In the sandbox's init, once setup_masks has made the mask source: cover
  * path (relative to dirfd; a final symlink is not followed) with an empty,
  * read-only, mode-000 directory or file, whichever it is, so that not even its
  * size, times or extended attributes show.  A missing path is left alone. */

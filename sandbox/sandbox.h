@@ -55,6 +55,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct sandbox;
 
@@ -82,6 +83,27 @@ int sandbox_set(struct sandbox *sb, const char *key, const char *value);
 /* Apply a policy file: "key = value" lines, '#' comments, blank lines.
  * Errors name the file and line. */
 int sandbox_load_policy(struct sandbox *sb, const char *path);
+
+/* The policy's fields, one row each as sandbox/POLICY.md documents them: the
+ * i-th field's key (stage.NAME.allow and stage.NAME.hide stand for any stage
+ * NAME), the kind of value it takes, its default in text form (what
+ * sandbox_new applies, or what the field means while unset; NULL: none, or
+ * one that depends on the launch: POLICY.md says), a line of meaning,
+ * whether it may be given more than once, and the bounds of a number (of a
+ * string: its length; 0..0: none).  NULL past the end.  Static data. */
+struct sandbox_field {
+	const char *key;
+	const char *type;       /* string, name, path, user, env, bind, ids, count, size,
+	                         * number, bool, paths, ports, addrs, families */
+	const char *dflt;
+	const char *doc;
+	bool list;
+	double min, max;
+};
+const struct sandbox_field *sandbox_field_at(size_t i);
+/* Print the table: a line per field, tab-separated: key, type (with
+ * ", repeatable" and the bounds), default ("-": none), meaning. */
+void sandbox_policy_fields(FILE *f);
 
 /* Why the launcher ended a sandbox early. */
 enum sandbox_kill {

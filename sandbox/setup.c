@@ -1,7 +1,9 @@
 /*
  * setup.c — the filesystem a sandbox sees, built inside its namespaces by the
- * sandbox's init before anything of the command runs.  Each step fails fast
- * and names what it was doing; nothing here outlives the mount namespace.
+ * sandbox's init before anything of the command runs.  Each setup_* function
+ * is one of the init's steps (init.c runs them in the order below); each
+ * fails fast and names what it was doing; nothing here outlives the mount
+ * namespace.
  *
  *   /tmp (of the old root, private to this mount namespace)
  *     tmpfs named after the sandbox, size-limited: lower/ (the root filesystem, an idmapped
@@ -255,7 +257,7 @@ static const char *const proc_ro[] = { "sys", "irq", "bus" };
  * channel: Platypus). */
 static const char *const sys_masked[] = { ROOT "/sys/firmware", ROOT "/sys/devices/virtual/powercap" };
 
-static int setup_proc(const struct sandbox *sb)
+int setup_proc(const struct sandbox *sb)
 {
 	char path[64];
 	int r;
@@ -263,8 +265,6 @@ static int setup_proc(const struct sandbox *sb)
 	r = own_dir(ROOT "/proc", 0555);
 	if (r == 0)
 		r = do_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	if (r == 0)
-		r = mask_init(policy_hides(sb));
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_ro); i++) {
 		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_ro[i]);
 		if (access(path, F_OK) < 0)
@@ -274,6 +274,27 @@ static int setup_proc(const struct sandbox *sb)
 			r = do_mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
 			             MS_NODEV | MS_NOEXEC, NULL);
 	}
+	return r;
+}
+
+int setup_sys(const struct sandbox *sb)
+{
+	int r;
+
+	if (!sb->sysfs)
+		return bind_dir(BASE "/sys", ROOT "/sys", true);
+	r = own_dir(ROOT "/sys", 0555);
+	if (r == 0)
+		r = do_mount("sysfs", ROOT "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		             NULL);
+	return r;
+}
+
+int setup_masks(const struct sandbox *sb)
+{
+	char path[64];
+	int r = mask_init(policy_hides(sb));
+
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_files); i++) {
 		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_files[i]);
 		r = mask_before_pivot(path, false);
@@ -282,19 +303,12 @@ static int setup_proc(const struct sandbox *sb)
 		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_dirs[i]);
 		r = mask_before_pivot(path, true);
 	}
-	return r;
-}
-
-static int mask_sys(void)
-{
-	int r = 0;
-
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(sys_masked); i++)
+	for (size_t i = 0; r == 0 && sb->sysfs && i < ARRAY_SIZE(sys_masked); i++)
 		r = mask_before_pivot(sys_masked[i], true);
 	return r;
 }
 
-static int setup_dev(const struct sandbox *sb)
+int setup_dev(const struct sandbox *sb)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
@@ -339,7 +353,7 @@ static int setup_dev(const struct sandbox *sb)
 	return r;
 }
 
-static int setup_binds(const struct sandbox *sb, int *bind_fds)
+int setup_binds(const struct sandbox *sb, int *bind_fds)
 {
 	_cleanup_close_ int rootfd = open(ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
@@ -473,8 +487,7 @@ int ns_limits_apply(struct ns_limits *l)
 	return r;
 }
 
-int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *bind_fds,
-               bool pooled_net)
+int setup_tmpfs(const struct sandbox *sb, const char *name)
 {
 	char opts[128];
 	int r;
@@ -500,39 +513,29 @@ int setup_root(const struct sandbox *sb, const char *name, int *lower_fd, int *b
 	/* mkdir applies the umask; /dev/shm is for everyone, sticky */
 	if (r == 0 && chmod(BASE "/shm", 01777) < 0)
 		r = log_errno(-errno, "chmod '%s'", BASE "/shm");
-	if (r < 0)
-		return r;
+	return r;
+}
+
+int setup_overlay(const struct sandbox *sb, int *lower_fd)
+{
 	if (move_mount(*lower_fd, "", AT_FDCWD, BASE "/lower", MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return log_errno(-errno, "attach rootfs '%s'", sb->rootfs);
 	close(*lower_fd);
 	*lower_fd = -1;
-	r = do_mount("overlay", ROOT, "overlay", MS_NOSUID | MS_NODEV,
-	             "lowerdir=" BASE "/lower,upperdir=" BASE "/upper,workdir=" BASE "/work,userxattr");
-	if (r == 0)
-		r = setup_proc(sb);
-	if (r == 0 && sb->sysfs) {
-		r = own_dir(ROOT "/sys", 0555);
-		if (r == 0)
-			r = do_mount("sysfs", ROOT "/sys", "sysfs",
-			             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-		if (r == 0)
-			r = mask_sys();
-	} else if (r == 0) {
-		r = bind_dir(BASE "/sys", ROOT "/sys", true);
-	}
-	if (r == 0)
-		r = setup_dev(sb);
-	if (r == 0)
-		r = setup_binds(sb, bind_fds);
-	if (r < 0)
-		return r;
+	return do_mount("overlay", ROOT, "overlay", MS_NOSUID | MS_NODEV,
+	                "lowerdir=" BASE "/lower,upperdir=" BASE "/upper,workdir=" BASE "/work,"
+	                "userxattr");
+}
+
+int setup_hostname(const struct sandbox *sb)
+{
 	if (sethostname(sb->hostname, strlen(sb->hostname)) < 0)
 		return log_errno(-errno, "hostname '%s'", sb->hostname);
-	if (!pooled_net) {
-		r = loopback_up();
-		if (r < 0)
-			return log_errno(r, "bring the loopback up");
-	}
+	return 0;
+}
+
+int setup_pivot(void)
+{
 	if (chdir(ROOT) < 0)
 		return log_errno(-errno, "chdir '%s'", ROOT);
 	if (syscall(SYS_pivot_root, ".", ".") < 0)

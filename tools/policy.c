@@ -1,4 +1,5 @@
-/* policy.c — `lazyroot policy NAME [--stage STAGE] [--json]`: tighten a running sandbox. */
+/* policy.c — `lazyroot policy NAME [--stage STAGE] [--json]`: tighten a running sandbox;
+ * `lazyroot policy --fields`: the policy's fields. */
 #include <getopt.h>
 
 #include "lib/lib.h"
@@ -9,6 +10,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: lazyroot policy NAME [--stage STAGE] [--json]\n"
+	        "       lazyroot policy --fields\n"
 	        "\n"
 	        "Switch the running sandbox NAME (lazyroot run --name) to STAGE, one of the\n"
 	        "stages its policy declares (stage.STAGE.allow, stage.STAGE.hide).  A stage can\n"
@@ -19,6 +21,8 @@ static void usage(FILE *f)
 	        "\n"
 	        "  --stage STAGE   the stage to switch to\n"
 	        "  --json          print {\"name\":...,\"stage\":...} instead of the stage's name\n"
+	        "  --fields        print every policy field, a line each: key, type, default,\n"
+	        "                  meaning (tab-separated)\n"
 	        "  -h, --help      this text\n");
 }
 
@@ -27,12 +31,13 @@ int cmd_policy(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "stage", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "fields", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	_cleanup_free_ char *current = NULL;
 	const char *stage = NULL, *name;
-	bool json = false;
+	bool json = false, fields = false;
 	int c;
 
 	optind = 1;
@@ -40,11 +45,16 @@ int cmd_policy(int argc, char **argv)
 		switch (c) {
 		case 's': stage = optarg; break;
 		case 'j': json = true; break;
+		case 'f': fields = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
+	if (fields && optind == argc && !stage && !json) {
+		sandbox_policy_fields(stdout);
+		return 0;
+	}
+	if (fields || optind != argc - 1) {
 		usage(stderr);
 		return 2;
 	}

@@ -124,6 +124,7 @@ struct mount {
 	/* Unmounted while in use: the holder keeps its record under this key
 	 * (not the mountpoint, which a new mount may take), NULL before. */
 	char *holder_key;
+	struct store_lease *lease;  /* the reader lease holding hex in the store, or NULL */
 	pthread_t keeper;         /* keeping the index in the cache (keep_index) */
 	bool keeping;
 };

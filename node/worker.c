@@ -452,6 +452,10 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 
 			node_leave(m->fs);
 			m->fs = NULL;
+			/* the next worker writes a lease of its own on taking the
+			 * mount over: this one lapses, never leaving a gap */
+			store_lease_abandon(m->lease);
+			m->lease = NULL;
 			node_mount_free(m);
 		}
 	} else if (w.holder_gone) {

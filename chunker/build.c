@@ -725,8 +725,9 @@ static int recheck_op(struct store *s, size_t i, store_cb cb, void *cb_ud, void 
  * makes a live lease look lapsed to a collector, and one larger than the
  * grace makes what this build just stored look old, so phase two may delete
  * a chunk the build found present as well as one it stored itself
- * (store/GC.md, "Clock steps").  What is missing here, moved aside or
- * deleted, fails the build: no tag names it.  Cost: one HEAD per chunk
+ * (store/GC.md, "Clock steps").  What a collection moved aside is brought
+ * back (a move without replacing); what is gone for good fails the build,
+ * and no tag names it.  Cost: one HEAD per chunk, a move per object aside
  * (docs/perf-log.md, "A build checks its chunks before its tag").
  */
 static int recheck_objects(struct build *b, const char *index_hex)
@@ -757,14 +758,30 @@ static int recheck_objects(struct build *b, const char *index_hex)
 	if (r < 0)
 		log_errno(r, "store '%s': checking what the tag will name", store_url(b->store));
 	for (size_t i = 0; i < n && r == 0; i++) {
+		char aside[96];
+
 		if (res[i] >= 0)
 			continue;
-		if (res[i] == -ENOENT)
+		if (res[i] != -ENOENT) {
+			r = log_errno((int)res[i], "store '%s': checking %s", store_url(b->store),
+			              rc.keys[i]);
+			break;
+		}
+		/* moved aside by a phase one that counted on this build's lease:
+		 * brought back here, as that collection's phase two would once the
+		 * tag is written; then no phase two can delete it, which only
+		 * deletes from aside */
+		r = store_aside_key(rc.keys[i], aside, sizeof(aside));
+		if (r == 0)
+			r = store_move_sync(b->store, aside, rc.keys[i], false);
+		if (r == -EEXIST)
+			r = 0;   /* stored again meanwhile */
+		if (r == -ENOENT)
 			r = log_error(-ESTALE, "store '%s': %s, stored or found present by this build, "
 			              "is gone (collected meanwhile: did the store's clock jump?); no "
 			              "tag written: build again", store_url(b->store), rc.keys[i]);
-		else
-			r = log_errno((int)res[i], "store '%s': checking %s", store_url(b->store),
+		else if (r < 0)
+			r = log_errno(r, "store '%s': bringing back %s", store_url(b->store),
 			              rc.keys[i]);
 	}
 	free(rc.keys);

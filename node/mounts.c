@@ -192,7 +192,8 @@ static int mount_prepare(struct worker *w, struct mount *m)
 	/* before the index is read: a collection that lists the leases after
 	 * this one is written keeps what the index reaches (store/GC.md) */
 	if (m->cfg.lease_ttl && !m->lease &&
-	    store_lease_take_read(m->st->s, m->cfg.lease_ttl, m->hex, &m->lease) < 0)
+	    (!w->renewer ||
+	     store_lease_take_read(w->renewer, m->st->s, m->cfg.lease_ttl, m->hex, &m->lease) < 0))
 		log_msg(LOG_WARN, "mount '%s': no reader lease for image %s: a collection may "
 		        "take it once no tag names it", m->mountpoint, m->hex);
 	m->nc = node_cache_get(w, &m->cfg);

@@ -167,6 +167,9 @@ struct worker {
 	size_t ncaches;
 	struct mount **mounts;
 	size_t nmounts;
+	/* writes and renews every mount's reader lease (one thread for all);
+	 * NULL when it could not start: mounts then hold none */
+	struct store_renewer *renewer;
 	/* Unmounted, but still in use: served until their last user lets go
 	 * (node_mount_end, or taken over: node_mount_adopt), then freed
 	 * (node_mounts_reap_gone). */

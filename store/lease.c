@@ -35,6 +35,23 @@ struct store_lease {
 	bool stop;                /* protected by lock */
 	bool release;             /* protected by lock: the thread deletes and frees */
 	uint64_t renewed_ns;      /* send time of the last renewal that succeeded; atomic */
+	/* renewed by a renewer (reader leases) instead of a thread of its own;
+	 * the fields below are protected by rn->lock */
+	struct store_renewer *rn;
+	struct store_lease *next;
+	uint64_t due_ns;          /* next renewal (0: the first write, at once) */
+	unsigned fails;           /* renewals failed in a row */
+	bool abandon;             /* the renewer frees it, leaving the object */
+};
+
+/* One thread renewing many leases: a node holds one for each mount, and a
+ * thread each would make the worker's threads grow with its mounts. */
+struct store_renewer {
+	pthread_mutex_t lock;     /* never held across a request */
+	pthread_cond_t cond;      /* on the monotonic clock */
+	pthread_t thread;
+	bool started, stop;       /* stop: protected by lock */
+	struct store_lease *head; /* protected by lock */
 };
 
 int store_lease_parse(const char *key, char *kind, size_t kindlen, unsigned *ret_ttl)
@@ -186,11 +203,12 @@ static void *renew_main(void *arg)
 	return NULL;
 }
 
-/* A lease of kind; index: the index a reader lease holds, else NULL;
- * background: written by the renewing thread (the caller does not wait for
- * the store), else before this returns. */
+/* A lease of kind; index: the index a reader lease holds, else NULL; rn:
+ * the renewer that writes it at once and renews it (the caller does not wait
+ * for the store), else NULL: written before this returns and renewed by a
+ * thread of its own. */
 static int lease_take(const struct store *s, const char *kind, unsigned ttl, const char *index,
-                      bool background, struct store_lease **ret)
+                      struct store_renewer *rn, struct store_lease **ret)
 {
 	struct store_lease *l = calloc(1, sizeof(*l));
 	pthread_condattr_t ca;
@@ -230,23 +248,29 @@ static int lease_take(const struct store *s, const char *kind, unsigned ttl, con
 		lease_free(l);
 		return -ENOMEM;
 	}
-	if (!background) {
-		/* a plain PUT: the random name is the lease's own, and a store
-		 * whose server cannot MOVE (nginx with dav_methods PUT alone)
-		 * still takes builds */
-		r = store_put_sync(l->s, l->key, l->body, strlen(l->body));
-		if (r < 0) {
-			log_errno(r, "store '%s': writing lease %s", url, l->key);
-			lease_free(l);
-			return r;
-		}
-		l->renewed_ns = now_ns();
+	if (rn) {
+		pthread_mutex_lock(&rn->lock);
+		l->rn = rn;
+		l->next = rn->head;
+		rn->head = l;
+		*ret = l;
+		pthread_cond_signal(&rn->cond);
+		pthread_mutex_unlock(&rn->lock);
+		return 0;
 	}
-	/* in the background, the thread's first renewal writes it at once */
+	/* a plain PUT: the random name is the lease's own, and a store whose
+	 * server cannot MOVE (nginx with dav_methods PUT alone) still takes
+	 * builds */
+	r = store_put_sync(l->s, l->key, l->body, strlen(l->body));
+	if (r < 0) {
+		log_errno(r, "store '%s': writing lease %s", url, l->key);
+		lease_free(l);
+		return r;
+	}
+	l->renewed_ns = now_ns();
 	r = pthread_create(&l->thread, NULL, renew_main, l);
 	if (r != 0) {
-		if (!background)
-			(void)store_delete_sync(l->s, l->key);
+		(void)store_delete_sync(l->s, l->key);
 		lease_free(l);
 		return -r;
 	}
@@ -258,15 +282,15 @@ static int lease_take(const struct store *s, const char *kind, unsigned ttl, con
 int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
                      struct store_lease **ret)
 {
-	return lease_take(s, kind, ttl, NULL, false, ret);
+	return lease_take(s, kind, ttl, NULL, NULL, ret);
 }
 
-int store_lease_take_read(const struct store *s, unsigned ttl, const char *index,
-                          struct store_lease **ret)
+int store_lease_take_read(struct store_renewer *rn, const struct store *s, unsigned ttl,
+                          const char *index, struct store_lease **ret)
 {
 	if (!store_is_index_name(index))
 		return -EINVAL;
-	return lease_take(s, "read", ttl, index, true, ret);
+	return lease_take(s, "read", ttl, index, rn, ret);
 }
 
 bool store_lease_live(const struct store_lease *l)
@@ -303,10 +327,28 @@ static void stop_renewing(struct store_lease *l)
 	l->started = false;
 }
 
+/* Hand l to its renewer to end: deleted first when del. */
+static void renewer_drop(struct store_lease *l, bool del)
+{
+	struct store_renewer *rn = l->rn;
+
+	pthread_mutex_lock(&rn->lock);
+	if (del)
+		l->release = true;
+	else
+		l->abandon = true;
+	pthread_cond_signal(&rn->cond);
+	pthread_mutex_unlock(&rn->lock);
+}
+
 void store_lease_abandon(struct store_lease *l)
 {
 	if (!l)
 		return;
+	if (l->rn) {
+		renewer_drop(l, false);
+		return;
+	}
 	stop_renewing(l);
 	lease_free(l);
 }
@@ -324,6 +366,10 @@ void store_lease_release(struct store_lease *l)
 {
 	if (!l)
 		return;
+	if (l->rn) {
+		renewer_drop(l, true);
+		return;
+	}
 	if (!l->started) {
 		store_lease_end(l);
 		return;
@@ -368,4 +414,130 @@ int store_leases_held(struct store *s, struct store_keys *ret_indexes, size_t *r
 	store_keys_sort(ret_indexes);
 	*ret_leases = leases;
 	return 0;
+}
+
+/* ---- the renewer ---------------------------------------------------------------- */
+
+static void renewer_unlink(struct store_renewer *rn, struct store_lease *l)
+{
+	for (struct store_lease **p = &rn->head; *p; p = &(*p)->next)
+		if (*p == l) {
+			*p = l->next;
+			return;
+		}
+}
+
+static void *renewer_main(void *arg)
+{
+	struct store_renewer *rn = arg;
+
+	pthread_mutex_lock(&rn->lock);
+	while (!rn->stop) {
+		struct store_lease *pick = NULL;
+		uint64_t now = now_ns(), step;
+		bool ending;
+		int r;
+
+		/* one that ends, else the next due */
+		for (struct store_lease *l = rn->head; l; l = l->next) {
+			if (l->release || l->abandon) {
+				pick = l;
+				break;
+			}
+			if (!pick || l->due_ns < pick->due_ns)
+				pick = l;
+		}
+		if (!pick) {
+			pthread_cond_wait(&rn->cond, &rn->lock);
+			continue;
+		}
+		ending = pick->release || pick->abandon;
+		if (!ending && pick->due_ns > now) {
+			struct timespec ts;
+
+			deadline_in(&ts, pick->due_ns - now);
+			pthread_cond_timedwait(&rn->cond, &rn->lock, &ts);
+			continue;
+		}
+		if (ending) {
+			bool del = pick->release;
+
+			renewer_unlink(rn, pick);
+			pthread_mutex_unlock(&rn->lock);
+			if (del)
+				lease_delete(pick);
+			lease_free(pick);
+			pthread_mutex_lock(&rn->lock);
+			continue;
+		}
+		/* only this thread frees a lease: pick stays while unlocked */
+		pthread_mutex_unlock(&rn->lock);
+		r = renew(pick);
+		if (r < 0 && !pick->fails)
+			log_msg(LOG_WARN, "store '%s': writing lease %s: %s; retrying",
+			        store_url(pick->s), pick->key, strerror(-r));
+		else if (r == 0 && pick->fails)
+			log_msg(LOG_INFO, "store '%s': lease %s written after %u failure(s)",
+			        store_url(pick->s), pick->key, pick->fails);
+		pthread_mutex_lock(&rn->lock);
+		step = (uint64_t)pick->ttl * 1000000000ULL / 4;
+		if (r == 0) {
+			pick->fails = 0;
+			pick->due_ns = now_ns() + step;
+		} else {
+			/* again a second later, doubling up to the renewal period */
+			pick->fails++;
+			pick->due_ns = now_ns() + MIN(1000000000ULL << MIN(pick->fails - 1, 20U), step);
+		}
+	}
+	pthread_mutex_unlock(&rn->lock);
+	return NULL;
+}
+
+int store_renewer_new(struct store_renewer **ret)
+{
+	struct store_renewer *rn = calloc(1, sizeof(*rn));
+	pthread_condattr_t ca;
+	int r;
+
+	if (!rn)
+		return -ENOMEM;
+	pthread_mutex_init(&rn->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rn->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	r = pthread_create(&rn->thread, NULL, renewer_main, rn);
+	if (r != 0) {
+		pthread_mutex_destroy(&rn->lock);
+		pthread_cond_destroy(&rn->cond);
+		free(rn);
+		return -r;
+	}
+	rn->started = true;
+	*ret = rn;
+	return 0;
+}
+
+void store_renewer_free(struct store_renewer *rn)
+{
+	if (!rn)
+		return;
+	pthread_mutex_lock(&rn->lock);
+	rn->stop = true;
+	pthread_cond_signal(&rn->cond);
+	pthread_mutex_unlock(&rn->lock);
+	pthread_join(rn->thread, NULL);
+	/* released ones are deleted now; any other lapses */
+	while (rn->head) {
+		struct store_lease *l = rn->head;
+
+		rn->head = l->next;
+		if (l->release)
+			lease_delete(l);
+		lease_free(l);
+	}
+	pthread_mutex_destroy(&rn->lock);
+	pthread_cond_destroy(&rn->cond);
+	free(rn);
 }

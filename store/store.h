@@ -358,12 +358,20 @@ struct store_lease;
  * (store_reopen: s may be used on meanwhile).  Logs its errors. */
 int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
                      struct store_lease **ret);
-/* The same for a reader lease holding index (32 hex digits; -EINVAL else),
- * except that the lease is written by its thread, at once, and this returns
- * without waiting for the store: a store that cannot be written (read-only
- * access) is logged there once, and retried. */
-int store_lease_take_read(const struct store *s, unsigned ttl, const char *index,
-                          struct store_lease **ret);
+/* One thread that writes and renews many reader leases (a node's, one per
+ * mount): store_renewer_free() stops it, deletes the leases released and not
+ * yet deleted, and frees the rest (which lapse).  Free every lease's user
+ * first. */
+struct store_renewer;
+int store_renewer_new(struct store_renewer **ret);
+void store_renewer_free(struct store_renewer *rn);
+/* A reader lease holding index (32 hex digits; -EINVAL else) in store s,
+ * written and renewed by rn: written at once, but this returns without
+ * waiting for the store; a store that cannot be written (read-only access)
+ * is logged there once, and retried.  End it with store_lease_release() or
+ * store_lease_abandon(). */
+int store_lease_take_read(struct store_renewer *rn, const struct store *s, unsigned ttl,
+                          const char *index, struct store_lease **ret);
 /* Renew now and check the lease is live: 0, or -ETIMEDOUT (logged) when it may
  * have lapsed. */
 int store_lease_check(struct store_lease *l);
@@ -376,9 +384,10 @@ void store_lease_end(struct store_lease *l);
  * that hands what it holds to a successor, which takes a lease of its own
  * (the two overlap).  NULL is fine. */
 void store_lease_abandon(struct store_lease *l);
-/* Stop renewing and delete the object from the renewing thread, which then
- * frees the lease: returns at once, without waiting for the store (a
- * daemon's loop ends its mounts' leases this way).  NULL is fine. */
+/* Stop renewing and delete the object from the renewing thread (the lease's
+ * own, or its renewer), which then frees the lease: returns at once, without
+ * waiting for the store (a daemon's loop ends its mounts' leases this way).
+ * NULL is fine. */
 void store_lease_release(struct store_lease *l);
 /* From a lease key: its kind (into kind, kindlen bytes) and ttl; -EINVAL for
  * a key that is not a lease's. */

@@ -664,7 +664,8 @@ static void test_store__gc_keeps_what_reader_leases_hold(void **state)
 	struct store *s = open_store();
 	struct store_gc_params p = { .grace = 0, .mark = test_mark, .mark_index = test_mark_index };
 	struct store_gc_report rep;
-	struct store_lease *l = NULL;
+	struct store_lease *l = NULL, *l2 = NULL;
+	struct store_renewer *rn = NULL;
 	struct store_keys held;
 	size_t readers = 0;
 	char path[256];
@@ -673,8 +674,9 @@ static void test_store__gc_keeps_what_reader_leases_hold(void **state)
 	assert_int_equal(store_put_sync(s, "indexes/" HELD, "index", 5), 0);
 	assert_int_equal(store_put_sync(s, "chunks/0011", "held", 4), 0);
 	assert_int_equal(store_put_sync(s, "chunks/ff99", "dead", 4), 0);
-	/* a mount's lease, written by its thread: wait until it is there */
-	assert_int_equal(store_lease_take_read(s, 300, HELD, &l), 0);
+	/* a mount's lease, written by the renewer: wait until it is there */
+	assert_int_equal(store_renewer_new(&rn), 0);
+	assert_int_equal(store_lease_take_read(rn, s, 300, HELD, &l), 0);
 	for (int i = 0; i < 5000; i++) {
 		assert_int_equal(store_leases_held(s, &held, &readers), 0);
 		store_keys_destroy(&held);
@@ -713,6 +715,30 @@ static void test_store__gc_keeps_what_reader_leases_hold(void **state)
 	assert_int_equal(readers, 0);
 	assert_int_equal(store_gc(s, &p, &rep), 0);
 	assert_int_equal(rep.deleted, 2);
+	/* abandoned (handed to a successor) once written: it stays, to lapse,
+	 * also when the renewer is freed */
+	assert_int_equal(store_lease_take_read(rn, s, 300, HELD, &l2), 0);
+	for (int i = 0; i < 5000; i++) {
+		assert_int_equal(store_leases_held(s, &held, &readers), 0);
+		store_keys_destroy(&held);
+		if (readers)
+			break;
+		usleep(1000);
+	}
+	store_lease_abandon(l2);
+	store_renewer_free(rn);
+	assert_int_equal(store_leases_held(s, &held, &readers), 0);
+	store_keys_destroy(&held);
+	assert_int_equal(readers, 1);
+	{
+		struct store_entry *e = NULL;
+		size_t n = 0;
+
+		assert_int_equal(store_scan_sync(s, "leases/", &e, &n), 0);
+		assert_int_equal(n, 1);
+		assert_int_equal(store_delete_sync(s, e[0].key), 0);
+		store_entries_free(e, n);
+	}
 	/* a lapsed reader lease (its holder died) holds nothing */
 	assert_int_equal(store_put_sync(s, "indexes/" HELD, "index", 5), 0);
 	assert_int_equal(store_put_sync(s, "leases/read-2-dead-" HELD, "{}", 2), 0);

@@ -706,6 +706,88 @@ void build_free(struct build *b)
 	free(b);
 }
 
+struct recheck {
+	char (*keys)[64];
+};
+
+static int recheck_op(struct store *s, size_t i, store_cb cb, void *cb_ud, void *ud)
+{
+	struct recheck *rc = ud;
+
+	return store_head(s, rc->keys[i], cb, cb_ud);
+}
+
+/*
+ * Before the tag: every object the tag will reach (each distinct chunk, the
+ * index, the pack) is in the store, by a HEAD each, 64 in flight.  The lease
+ * alone guarantees it only while the store's clock runs at the builder's
+ * rate: a forward step of the store's clock larger than the lease's ttl
+ * makes a live lease look lapsed to a collector, and one larger than the
+ * grace makes what this build just stored look old, so phase two may delete
+ * a chunk the build found present as well as one it stored itself
+ * (store/GC.md, "Clock steps").  What a collection moved aside is brought
+ * back (a move without replacing); what is gone for good fails the build,
+ * and no tag names it.  Cost: one HEAD per chunk, a move per object aside
+ * (docs/perf-log.md, "A build checks its chunks before its tag").
+ */
+static int recheck_objects(struct build *b, const char *index_hex)
+{
+	struct recheck rc = { 0 };
+	_cleanup_free_ int64_t *res = NULL;
+	size_t n = 0;
+	int r = 0;
+
+	rc.keys = calloc(b->nresults + 2, sizeof(*rc.keys));
+	res = calloc(b->nresults + 2, sizeof(*res));
+	if (!rc.keys || !res) {
+		free(rc.keys);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < b->nresults; i++) {
+		char hex[HASH_HEX_SIZE];
+
+		if (b->results[i].canonical != i)
+			continue;      /* the same bytes as an earlier chunk */
+		hex_encode(b->results[i].name, HASH_SIZE, hex);
+		snprintf(rc.keys[n++], sizeof(rc.keys[0]), "chunks/%s", hex);
+	}
+	snprintf(rc.keys[n++], sizeof(rc.keys[0]), "indexes/%s", index_hex);
+	if (b->p.pack)
+		snprintf(rc.keys[n++], sizeof(rc.keys[0]), "packs/%s", index_hex);
+	r = store_batch(b->store, n, 64, recheck_op, &rc, res);
+	if (r < 0)
+		log_errno(r, "store '%s': checking what the tag will name", store_url(b->store));
+	for (size_t i = 0; i < n && r == 0; i++) {
+		char aside[96];
+
+		if (res[i] >= 0)
+			continue;
+		if (res[i] != -ENOENT) {
+			r = log_errno((int)res[i], "store '%s': checking %s", store_url(b->store),
+			              rc.keys[i]);
+			break;
+		}
+		/* moved aside by a phase one that counted on this build's lease:
+		 * brought back here, as that collection's phase two would once the
+		 * tag is written; then no phase two can delete it, which only
+		 * deletes from aside */
+		r = store_aside_key(rc.keys[i], aside, sizeof(aside));
+		if (r == 0)
+			r = store_move_sync(b->store, aside, rc.keys[i], false);
+		if (r == -EEXIST)
+			r = 0;   /* stored again meanwhile */
+		if (r == -ENOENT)
+			r = log_error(-ESTALE, "store '%s': %s, stored or found present by this build, "
+			              "is gone (collected meanwhile: did the store's clock jump?); no "
+			              "tag written: build again", store_url(b->store), rc.keys[i]);
+		else if (r < 0)
+			r = log_errno(r, "store '%s': bringing back %s", store_url(b->store),
+			              rc.keys[i]);
+	}
+	free(rc.keys);
+	return r;
+}
+
 int build_finish(struct build *b, const char *tag, struct build_summary *ret)
 {
 	_cleanup_(buf_freep) struct buf idx = BUF_INIT;
@@ -772,7 +854,13 @@ int build_finish(struct build *b, const char *tag, struct build_summary *ret)
 			return log_error(r, "tag '%s': not a valid name[:tag]", tag);
 		}
 		snprintf(content, sizeof(content), "%s\n", ret->index);
-		/* the tag must land while a collector still counts the lease live */
+		/* what the tag names is there, and the tag lands while a
+		 * collector still counts the lease live */
+		r = recheck_objects(b, ret->index);
+		if (r < 0) {
+			image_free(img);
+			return r;
+		}
 		r = store_lease_check(b->lease);
 		if (r == 0)
 			r = store_put_sync(b->store, key, content, strlen(content));

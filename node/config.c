@@ -88,6 +88,9 @@ static const struct key keys[] = {
 	K("tag_ttl", "LAZYROOT_TAG_TTL", NULL, NULL, T_MS, tag_ttl_ms, 0, DAY_MS, 1000,
 	  "how long a tag read from a remote store answers for it before it is read again "
 	  "(bare number: s); 0: every time"),
+	K("lease_ttl", "LAZYROOT_LEASE_TTL", NULL, NULL, T_UINT, lease_ttl, 0, 7 * 86400, 0,
+	  "seconds a mount's reader lease in the store outlives the node's last renewal "
+	  "(renewed every quarter of it); while it lives, store gc keeps the image; 0: no lease"),
 	S("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID", NULL, NULL, T_SECRET, aws_access_key_id, NULL,
 	  "S3 access key (with AWS_SECRET_ACCESS_KEY; else the credentials file)"),
 	S("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", NULL, NULL, T_SECRET,
@@ -203,6 +206,7 @@ void node_config_init(struct node_config *c)
 	*c = (struct node_config){
 		.fetch_timeout_ms = STORE_DEFAULT_FETCH_TIMEOUT_MS,
 		.tag_ttl_ms = NODE_DEFAULT_TAG_TTL_MS,
+		.lease_ttl = STORE_LEASE_TTL_DEFAULT,
 		.http_transfers = NODE_DEFAULT_HTTP_TRANSFERS,
 		.http_connect_timeout_ms = NODE_DEFAULT_HTTP_CONNECT_TIMEOUT_MS,
 		.http_low_speed_time_ms = NODE_DEFAULT_HTTP_LOW_SPEED_TIME_MS,

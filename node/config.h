@@ -77,6 +77,7 @@ struct node_config {
 	char *s3_credentials_file;     /* NULL: $HOME/.aws/credentials, optional */
 	unsigned s3_list_max_keys;     /* keys per ListObjectsV2 page; 0: the server's */
 	uint64_t tag_ttl_ms;           /* a remote store's tag is read again after this */
+	unsigned lease_ttl;            /* a mount's reader lease, seconds; 0: none */
 	/* environment only (AWS_*): never in a file, never printed */
 	char *aws_access_key_id, *aws_secret_access_key, *aws_session_token;
 	char *home;                    /* $HOME: where the default credentials file is */

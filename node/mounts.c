@@ -77,6 +77,8 @@ void node_mount_free(struct mount *m)
 		return;
 	if (m->keeping)
 		pthread_join(m->keeper, NULL);
+	/* the mount is gone: so is its claim on the image (store/GC.md) */
+	store_lease_release(m->lease);
 	if (m->state_fd >= 0)
 		close(m->state_fd);
 	node_index_free(&m->im);
@@ -186,6 +188,13 @@ static int mount_prepare(struct worker *w, struct mount *m)
 	m->st = node_store_get(w, &m->cfg);
 	if (!m->st)
 		return -EIO;
+	/* before the index is read: a collection that lists the leases after
+	 * this one is written keeps what the index reaches (store/GC.md) */
+	if (m->cfg.lease_ttl && !m->lease &&
+	    (!w->renewer ||
+	     store_lease_take_read(w->renewer, m->st->s, m->cfg.lease_ttl, m->hex, &m->lease) < 0))
+		log_msg(LOG_WARN, "mount '%s': no reader lease for image %s: a collection may "
+		        "take it once no tag names it", m->mountpoint, m->hex);
 	m->nc = node_cache_get(w, &m->cfg);
 	if (!m->nc)
 		return -EIO;
@@ -405,6 +414,9 @@ void node_mounts_drop_gone(struct worker *w)
 
 		node_leave(m->fs);
 		m->fs = NULL;
+		/* the next worker serves it on, under a lease of its own */
+		store_lease_abandon(m->lease);
+		m->lease = NULL;
 		node_mount_free(m);
 	}
 }

@@ -158,6 +158,7 @@ struct mount {
 	/* Unmounted while in use: the holder keeps its record under this key
 	 * (not the mountpoint, which a new mount may take), NULL before. */
 	char *holder_key;
+	struct store_lease *lease;  /* the reader lease holding hex in the store, or NULL */
 	pthread_t keeper;         /* keeping the index in the cache (keep_index) */
 	bool keeping;
 };
@@ -200,6 +201,9 @@ struct worker {
 	size_t ncaches;
 	struct mount **mounts;
 	size_t nmounts;
+	/* writes and renews every mount's reader lease (one thread for all);
+	 * NULL when it could not start: mounts then hold none */
+	struct store_renewer *renewer;
 	/* Unmounted, but still in use: served until their last user lets go
 	 * (node_mount_end, or taken over: node_mount_adopt), then freed
 	 * (node_mounts_reap_gone). */

@@ -417,6 +417,9 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		log_errno(r, "node: creating the io_uring loop");
 		return 1;
 	}
+	r = store_renewer_new(&w.renewer);
+	if (r < 0)
+		log_errno(r, "node: starting the lease renewer (mounts hold no reader lease)");
 	/* The node's own cache first: a node that cannot open it does not start. */
 	if (!node_cache_get(&w, cfg))
 		goto out;
@@ -451,6 +454,10 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 
 			node_leave(m->fs);
 			m->fs = NULL;
+			/* the next worker writes a lease of its own on taking the
+			 * mount over: this one lapses, never leaving a gap */
+			store_lease_abandon(m->lease);
+			m->lease = NULL;
 			node_mount_free(m);
 		}
 	} else if (w.holder_gone) {
@@ -477,6 +484,10 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 out:
 	w.ending = true;
 	node_mounts_end_all(&w);
+	/* the mounts' leases: released ones deleted, handed-over ones left to
+	 * lapse; before the stores, whose options their handles borrow */
+	store_renewer_free(w.renewer);
+	w.renewer = NULL;
 	/* our polls end (cancelled), and reads, fetches and writes in flight,
 	 * before the caches go */
 	node_metrics_close(w.metrics);

@@ -105,17 +105,58 @@ static int fenced(struct gc *g)
 	return 0;
 }
 
-static int mark(struct gc *g, struct store_keys *live)
+/* What a tag reaches, into live; what only reader leases reach (a node's
+ * mounts of images no tag names any more), into held.  Both sorted. */
+static int mark(struct gc *g, struct store_keys *live, struct store_keys *held)
 {
+	struct store_keys idx = { 0 };
+	size_t readers = 0;
 	int r;
 
 	*live = (struct store_keys){ 0 };
+	*held = (struct store_keys){ 0 };
 	r = g->p->mark(g->s, g->p->mark_ud, live);
+	if (r == 0) {
+		store_keys_sort(live);
+		/* listed after the tags: a mount's lease is written before it reads
+		 * its index, so one whose tag went before that listing is seen here */
+		r = store_leases_held(g->s, &idx, &readers);
+		g->rep->operations += 2;
+	}
+	if (r == 0 && idx.n && !g->p->mark_index)
+		r = log_error(-EOPNOTSUPP, "store '%s': %zu reader lease(s), and no way to follow "
+		              "an index", store_url(g->s), readers);
+	for (size_t i = 0; r == 0 && i < idx.n; i++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "indexes/%s", idx.v[i]);
+		if (store_keys_has(live, key))
+			continue;      /* a tag reaches it too */
+		r = g->p->mark_index(g->s, g->p->mark_ud, idx.v[i], held);
+		if (r == -ENOENT) {
+			/* gone before this lease was seen: nothing of it to keep */
+			log_msg(LOG_INFO, "store '%s': index %s of a reader lease is gone",
+			        store_url(g->s), idx.v[i]);
+			r = 0;
+		}
+	}
+	if (r == 0) {
+		g->rep->readers = readers;
+		g->rep->held_indexes = 0;
+		for (size_t i = 0; i < idx.n; i++) {
+			char key[64];
+
+			snprintf(key, sizeof(key), "indexes/%s", idx.v[i]);
+			g->rep->held_indexes += !store_keys_has(live, key);
+		}
+	}
+	store_keys_destroy(&idx);
 	if (r < 0) {
 		store_keys_destroy(live);
+		store_keys_destroy(held);
 		return r;
 	}
-	store_keys_sort(live);
+	store_keys_sort(held);
 	g->rep->operations++;
 	return 0;
 }
@@ -281,19 +322,10 @@ static int record_write(struct gc *g, const struct record *rec, bool create)
 
 /* ---- leases ----------------------------------------------------------------------- */
 
-/* Whether entry e (a lease) is live at store time t. */
-static bool lease_live(const struct store_entry *e, int64_t t, char *kind, size_t kindlen)
-{
-	unsigned ttl;
-
-	if (store_lease_parse(e->key, kind, kindlen, &ttl) < 0)
-		return false;
-	/* +1: the clock and mtimes may be whole seconds */
-	return t - e->mtime < (int64_t)ttl + 1;
-}
-
 /* The live leases other than this collector's: gc leases into gcs (may be
- * NULL), the others into others (may be NULL). */
+ * NULL), builders' and copies' into others (may be NULL).  Reader leases are
+ * neither: a collection follows what they hold (mark) instead of waiting for
+ * them, which would wait for as long as a mount lives. */
 static int live_leases(struct gc *g, int64_t t, struct store_keys *gcs, struct store_keys *others)
 {
 	struct store_entry *e = NULL;
@@ -305,7 +337,7 @@ static int live_leases(struct gc *g, int64_t t, struct store_keys *gcs, struct s
 
 		if (g->lease && !strcmp(e[i].key, store_lease_key(g->lease)))
 			continue;
-		if (!lease_live(&e[i], t, kind, sizeof(kind)))
+		if (!store_lease_entry_live(&e[i], t, kind, sizeof(kind)) || !strcmp(kind, "read"))
 			continue;
 		if (!strcmp(kind, "gc"))
 			r = gcs ? store_keys_add(gcs, e[i].key) : 0;
@@ -324,14 +356,14 @@ static int live_leases(struct gc *g, int64_t t, struct store_keys *gcs, struct s
 
 static int phase_one(struct gc *g, struct record *rec)
 {
-	struct store_keys live;
+	struct store_keys live, held;
 	struct store_entry *cand = NULL;
 	size_t ncand = 0, cap = 0;
 	_cleanup_free_ int64_t *res = NULL;
 	int64_t t;
 	int r;
 
-	r = mark(g, &live);
+	r = mark(g, &live, &held);
 	if (r < 0)
 		return r;
 	step(g, "marked");
@@ -345,6 +377,11 @@ static int phase_one(struct gc *g, struct record *rec)
 			if (store_keys_has(&live, e[i].key)) {
 				g->rep->live++;
 				g->rep->live_bytes += (uint64_t)e[i].size;
+				continue;
+			}
+			if (store_keys_has(&held, e[i].key)) {
+				g->rep->held++;
+				g->rep->held_bytes += (uint64_t)e[i].size;
 				continue;
 			}
 			g->rep->unreachable++;
@@ -368,6 +405,7 @@ static int phase_one(struct gc *g, struct record *rec)
 		store_entries_free(e, n);
 	}
 	store_keys_destroy(&live);
+	store_keys_destroy(&held);
 	if (r == 0 && g->p->dry_run) {
 		for (size_t i = 0; i < ncand; i++) {
 			g->rep->moved++;
@@ -438,13 +476,13 @@ static int phase_two_ready(struct gc *g, const struct record *rec, int64_t t)
 
 static int phase_two(struct gc *g)
 {
-	struct store_keys live;
+	struct store_keys live, held;
 	struct store_entry *e = NULL, *back = NULL, *gone = NULL;
 	size_t n = 0, nback = 0, ngone = 0;
 	_cleanup_free_ int64_t *res = NULL;
 	int r;
 
-	r = mark(g, &live);
+	r = mark(g, &live, &held);
 	if (r < 0)
 		return r;
 	step(g, "marked again");
@@ -453,12 +491,13 @@ static int phase_two(struct gc *g)
 	                    !(res = calloc(n, sizeof(*res)))))
 		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		if (store_keys_has(&live, e[i].key + 6))
+		if (store_keys_has(&live, e[i].key + 6) || store_keys_has(&held, e[i].key + 6))
 			back[nback++] = e[i];
 		else
 			gone[ngone++] = e[i];
 	}
 	store_keys_destroy(&live);
+	store_keys_destroy(&held);
 	if (r == 0)
 		r = run_batch(g, back, nback, op_restore, res, "bringing back what became reachable");
 	for (size_t i = 0; r == 0 && i < nback; i++) {

@@ -346,6 +346,10 @@ int store_parse_time(const char *s, size_t len, int64_t *ret);
  * agree, not their readings), so that what it publishes lands while a
  * collector still counts it as live.  ttl must therefore exceed twice the
  * time a publishing put can take (the store's fetch timeout).
+ *
+ * A reader lease ("read", "leases/read-<ttl>-<random>-<index>") is held by a
+ * node for each index it has mounted, for as long as the mount lives: a
+ * collection keeps everything a live reader lease's index reaches.
  */
 #define STORE_LEASE_TTL_DEFAULT 300
 struct store_lease;
@@ -354,6 +358,20 @@ struct store_lease;
  * (store_reopen: s may be used on meanwhile).  Logs its errors. */
 int store_lease_take(const struct store *s, const char *kind, unsigned ttl,
                      struct store_lease **ret);
+/* One thread that writes and renews many reader leases (a node's, one per
+ * mount): store_renewer_free() stops it, deletes the leases released and not
+ * yet deleted, and frees the rest (which lapse).  Free every lease's user
+ * first. */
+struct store_renewer;
+int store_renewer_new(struct store_renewer **ret);
+void store_renewer_free(struct store_renewer *rn);
+/* A reader lease holding index (32 hex digits; -EINVAL else) in store s,
+ * written and renewed by rn: written at once, but this returns without
+ * waiting for the store; a store that cannot be written (read-only access)
+ * is logged there once, and retried.  End it with store_lease_release() or
+ * store_lease_abandon(). */
+int store_lease_take_read(struct store_renewer *rn, const struct store *s, unsigned ttl,
+                          const char *index, struct store_lease **ret);
 /* Renew now and check the lease is live: 0, or -ETIMEDOUT (logged) when it may
  * have lapsed. */
 int store_lease_check(struct store_lease *l);
@@ -362,9 +380,29 @@ bool store_lease_live(const struct store_lease *l);
 const char *store_lease_key(const struct store_lease *l);
 /* Stop renewing, delete the lease object, free.  NULL is fine. */
 void store_lease_end(struct store_lease *l);
+/* Stop renewing and free, leaving the object to lapse after ttl: for a holder
+ * that hands what it holds to a successor, which takes a lease of its own
+ * (the two overlap).  NULL is fine. */
+void store_lease_abandon(struct store_lease *l);
+/* Stop renewing and delete the object from the renewing thread (the lease's
+ * own, or its renewer), which then frees the lease: returns at once, without
+ * waiting for the store (a daemon's loop ends its mounts' leases this way).
+ * NULL is fine. */
+void store_lease_release(struct store_lease *l);
 /* From a lease key: its kind (into kind, kindlen bytes) and ttl; -EINVAL for
  * a key that is not a lease's. */
 int store_lease_parse(const char *key, char *kind, size_t kindlen, unsigned *ret_ttl);
+/* The index a reader lease's key holds, into hex: 0, or -EINVAL for a key that
+ * is not a reader lease's. */
+int store_lease_held_index(const char *key, char hex[33]);
+/* Whether e (a listed lease) is live at store time t: less than its ttl (+1 s
+ * for whole-second clocks) old; its kind into kind (kindlen bytes). */
+bool store_lease_entry_live(const struct store_entry *e, int64_t t, char *kind, size_t kindlen);
+/* The indexes the live reader leases of s hold now (sorted, unique; hex
+ * names), and how many such leases there are: one listing of leases/ and a
+ * reading of the store's clock.  Logs its errors. */
+struct store_keys;
+int store_leases_held(struct store *s, struct store_keys *ret_indexes, size_t *ret_leases);
 
 /* ---- garbage collection (store/gc.c; the protocol and why it is safe: store/GC.md) */
 
@@ -389,6 +427,11 @@ struct store_gc_params {
 	/* Fill keys (empty on entry) with what a tag reaches now.  Logs its errors;
 	 * any failure stops the collection before it touches anything. */
 	int (*mark)(struct store *s, void *ud, struct store_keys *keys);
+	/* Add to keys what index hex reaches (itself and what it names): for the
+	 * indexes reader leases hold.  -ENOENT: no such index (nothing to keep);
+	 * other failures stop the collection.  NULL: a store with live reader
+	 * leases is not collected (-EOPNOTSUPP). */
+	int (*mark_index)(struct store *s, void *ud, const char *hex, struct store_keys *keys);
 	void *mark_ud;
 	/* Called between steps (may be NULL), e.g. for tests that kill the collector. */
 	void (*step)(void *ud, const char *what);
@@ -400,6 +443,9 @@ struct store_gc_report {
 	int64_t phase_two_at;          /* waiting: not before this (store clock) */
 	uint64_t leases_waited;        /* waiting: leases seen in phase one still live */
 	uint64_t live, live_bytes;     /* objects a tag reaches (phase one's or two's mark) */
+	uint64_t held, held_bytes;     /* phase one: kept only because reader leases reach them */
+	uint64_t readers;              /* live reader leases seen (the last mark) */
+	uint64_t held_indexes;         /* indexes they hold that no tag reaches */
 	uint64_t unreachable, unreachable_bytes;   /* found unreachable (any age) */
 	uint64_t moved, moved_bytes;   /* phase one: moved aside (dry run: would be) */
 	uint64_t restored;             /* phase two: brought back */

@@ -39,7 +39,7 @@ static void usage(FILE *f)
 	        "  pack      write the image's pack: its chunks, checked, in one file that\n"
 	        "            a mount reads its misses from (dir: stores only)\n"
 	        "  rm        remove tags; what only they reached goes at the next\n"
-	        "            `lazyroot store gc`\n"
+	        "            `lazyroot store gc`, unless a node still mounts it (said then)\n"
 	        "  copy      copy an image between stores: the chunks the target lacks (checked,\n"
 	        "            many at once), then the index, its profile and pack, then the tag\n"
 	        "\n"
@@ -519,12 +519,28 @@ static int image_pack(struct store *s, const char *ref, bool json)
 
 /* ---- rm ------------------------------------------------------------------- */
 
+/* After tag ref (naming index hex) went: say so when a node still mounts
+ * that index, and no other tag names it, so that the operator knows why gc
+ * keeps its objects. */
+static void rm_tell_held(struct store *s, const char *ref, const char *hex)
+{
+	struct store_keys held = { 0 };
+	size_t readers = 0;
+
+	if (!*hex || store_leases_held(s, &held, &readers) < 0)
+		return;
+	if (store_keys_has(&held, hex))
+		log_msg(LOG_WARN, "image '%s': tag removed, but a node still mounts its index %s: "
+		        "`lazyroot store gc` keeps it while that mount lives", ref, hex);
+	store_keys_destroy(&held);
+}
+
 static int image_rm(struct store *s, char **refs, int n)
 {
 	int r, ret = 0;
 
 	for (int i = 0; i < n; i++) {
-		char key[1200];
+		char key[1200], hex[HASH_HEX_SIZE] = "";
 
 		r = store_tag_key(refs[i], key, sizeof(key));
 		if (r < 0) {
@@ -533,8 +549,12 @@ static int image_rm(struct store *s, char **refs, int n)
 		}
 		/* a HEAD first: S3 answers a DELETE of nothing with success */
 		r = (int)store_head_sync(s, key);
+		if (r >= 0 && store_resolve(s, refs[i], hex) < 0)
+			hex[0] = 0;
 		if (r >= 0)
 			r = store_delete_sync(s, key);
+		if (r == 0)
+			rm_tell_held(s, refs[i], hex);
 		if (r == -ENOENT)
 			ret = log_error(r, "image '%s': no such tag in store '%s'", refs[i], store_url(s));
 		else if (r < 0)

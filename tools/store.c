@@ -28,11 +28,19 @@ static void usage(FILE *f)
 	        "          back what became reachable and deletes the rest.  A run does what may\n"
 	        "          run now: phase two of the collection in the store, else phase one of\n"
 	        "          a new one, and its phase two at once when nothing holds it back.\n"
+	        "          Safe at any grace: what a tag reaches, what a running build counts\n"
+	        "          on, and every image a node has mounted (its reader lease, renewed\n"
+	        "          while the mount lives) are kept; a node that died stops renewing,\n"
+	        "          and its images go once its lease lapsed.  A build that finds an\n"
+	        "          object gone before its tag (the store's clock jumped) publishes no tag\n"
+	        "\n"
 	        "  verify  check every tag: its index whole, every chunk it names present with\n"
 	        "          its size; exit 1 when anything is missing or wrong\n"
 	        "\n"
-	        "  --grace DURATION  e.g. 90s, 30m, 1h, 2d (default 1h); 0 collects at once on\n"
-	        "                    a store nobody else writes\n"
+	        "  --grace DURATION  e.g. 90s, 30m, 1h, 2d (default 1h); 0 collects at once;\n"
+	        "                    a grace only spares young objects the trip aside and back,\n"
+	        "                    and readers of a replaced image that hold no lease (an\n"
+	        "                    extract, a node with lease_ttl 0 or that cannot write)\n"
 	        "  --dry-run         count what would be moved aside and deleted; change nothing\n"
 	        "  --wait            wait for phase two instead of leaving it to a later run\n"
 	        "  --lease-ttl S     the collector's lease (default %u s)\n"
@@ -151,13 +159,21 @@ static int mark(struct store *s, void *ud, struct store_keys *keys)
 	return r;
 }
 
+/* What an index a reader lease holds reaches: a node's mount of it reads it. */
+static int mark_held(struct store *s, void *ud, const char *hex, struct store_keys *keys)
+{
+	(void)ud;
+	return mark_index(s, hex, keys);
+}
+
 /* ---- gc ----------------------------------------------------------------------- */
 
 static int store_gc_cmd(struct store *s, int64_t grace, bool dry, bool wait, unsigned ttl,
                         bool json)
 {
 	struct store_gc_params p = { .grace = grace, .dry_run = dry, .wait = wait,
-	                             .lease_ttl = ttl, .mark = mark };
+	                             .lease_ttl = ttl, .mark = mark,
+	                             .mark_index = mark_held };
 	struct store_gc_report rep;
 	const struct store_counters *c = store_get_counters(s);
 	char a[32], b[32], d[32];
@@ -168,6 +184,7 @@ static int store_gc_cmd(struct store *s, int64_t grace, bool dry, bool wait, uns
 	if (json) {
 		printf("{\"dry_run\":%s,\"phase_one\":%s,\"phase_two\":%s,\"waiting\":%s,"
 		       "\"phase_two_at\":%lld,\"leases_waited\":%llu,\"live\":%llu,\"live_bytes\":%llu,"
+		       "\"held\":%llu,\"held_bytes\":%llu,\"readers\":%llu,\"held_indexes\":%llu,"
 		       "\"unreachable\":%llu,\"unreachable_bytes\":%llu,\"moved\":%llu,"
 		       "\"moved_bytes\":%llu,\"restored\":%llu,\"deleted\":%llu,\"deleted_bytes\":%llu,"
 		       "\"operations\":%llu,\"requests\":%llu,\"seconds\":%.3f}\n",
@@ -175,6 +192,8 @@ static int store_gc_cmd(struct store *s, int64_t grace, bool dry, bool wait, uns
 		       rep.phase_two ? "true" : "false", rep.waiting ? "true" : "false",
 		       (long long)rep.phase_two_at, (unsigned long long)rep.leases_waited,
 		       (unsigned long long)rep.live, (unsigned long long)rep.live_bytes,
+		       (unsigned long long)rep.held, (unsigned long long)rep.held_bytes,
+		       (unsigned long long)rep.readers, (unsigned long long)rep.held_indexes,
 		       (unsigned long long)rep.unreachable, (unsigned long long)rep.unreachable_bytes,
 		       (unsigned long long)rep.moved, (unsigned long long)rep.moved_bytes,
 		       (unsigned long long)rep.restored, (unsigned long long)rep.deleted,
@@ -184,6 +203,11 @@ static int store_gc_cmd(struct store *s, int64_t grace, bool dry, bool wait, uns
 	}
 	printf("reachable    %llu objects, %s\n", (unsigned long long)rep.live,
 	       format_size(rep.live_bytes, a, sizeof(a)));
+	if (rep.held || rep.held_indexes)
+		printf("held         %llu objects, %s: %llu image(s) no tag names, mounted by a "
+		       "node (%llu reader lease(s))\n", (unsigned long long)rep.held,
+		       format_size(rep.held_bytes, d, sizeof(d)), (unsigned long long)rep.held_indexes,
+		       (unsigned long long)rep.readers);
 	printf("unreachable  %llu objects, %s\n", (unsigned long long)rep.unreachable,
 	       format_size(rep.unreachable_bytes, b, sizeof(b)));
 	if (dry) {

@@ -496,6 +496,26 @@ static void test_store__lease_keys(void **state)
 	assert_int_equal(store_lease_parse("tags/build-3-x", kind, sizeof(kind), &ttl), -EINVAL);
 }
 
+static void test_store__reader_lease_keys_name_their_index(void **state)
+{
+	char hex[HASH_HEX_SIZE], kind[16];
+	unsigned ttl;
+
+	assert_int_equal(store_lease_held_index("leases/read-300-0123456789abcdef-"
+	                                        "00112233445566778899aabbccddeeff", hex), 0);
+	assert_string_equal(hex, "00112233445566778899aabbccddeeff");
+	assert_int_equal(store_lease_parse("leases/read-300-0123456789abcdef-"
+	                                   "00112233445566778899aabbccddeeff", kind, sizeof(kind),
+	                                   &ttl), 0);
+	assert_string_equal(kind, "read");
+	assert_int_equal(ttl, 300);
+	/* not a reader's, or no index in it */
+	assert_int_equal(store_lease_held_index("leases/build-300-0123456789abcdef-"
+	                                        "00112233445566778899aabbccddeeff", hex), -EINVAL);
+	assert_int_equal(store_lease_held_index("leases/read-300-0123456789abcdef", hex), -EINVAL);
+	assert_int_equal(store_lease_held_index("leases/read-300-x-0011", hex), -EINVAL);
+}
+
 static void test_store__delete_move_put_new_scan_now(void **state)
 {
 	struct store *s = open_store();
@@ -620,10 +640,135 @@ static void test_store__gc_waits_for_leases_and_restores(void **state)
 	store_free(s);
 }
 
+/* What an index reaches, in the gc tests: "indexes/H" and "chunks/H-c". */
+static int test_mark_index(struct store *s, void *ud, const char *hex, struct store_keys *keys)
+{
+	struct buf b = BUF_INIT;
+	char key[64];
+	int r;
+
+	snprintf(key, sizeof(key), "indexes/%s", hex);
+	r = store_get_sync(s, key, &b);     /* looks aside, as store_get_index does */
+	buf_free(&b);
+	if (r < 0)
+		return r;
+	r = store_keys_add(keys, key);
+	snprintf(key, sizeof(key), "chunks/%.4s", hex);
+	return r < 0 ? r : store_keys_add(keys, key);
+}
+
+#define HELD "00112233445566778899aabbccddeeff"
+
+static void test_store__gc_keeps_what_reader_leases_hold(void **state)
+{
+	struct store *s = open_store();
+	struct store_gc_params p = { .grace = 0, .mark = test_mark, .mark_index = test_mark_index };
+	struct store_gc_report rep;
+	struct store_lease *l = NULL, *l2 = NULL;
+	struct store_renewer *rn = NULL;
+	struct store_keys held;
+	size_t readers = 0;
+	char path[256];
+
+	marked[0] = NULL;
+	assert_int_equal(store_put_sync(s, "indexes/" HELD, "index", 5), 0);
+	assert_int_equal(store_put_sync(s, "chunks/0011", "held", 4), 0);
+	assert_int_equal(store_put_sync(s, "chunks/ff99", "dead", 4), 0);
+	/* a mount's lease, written by the renewer: wait until it is there */
+	assert_int_equal(store_renewer_new(&rn), 0);
+	assert_int_equal(store_lease_take_read(rn, s, 300, HELD, &l), 0);
+	for (int i = 0; i < 5000; i++) {
+		assert_int_equal(store_leases_held(s, &held, &readers), 0);
+		store_keys_destroy(&held);
+		if (readers)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(readers, 1);
+	assert_int_equal(store_leases_held(s, &held, &readers), 0);
+	assert_int_equal(held.n, 1);
+	assert_string_equal(held.v[0], HELD);
+	store_keys_destroy(&held);
+	/* no tag names the index: the lease keeps it and its chunk, and is not waited for */
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_true(rep.phase_one && rep.phase_two);
+	assert_int_equal(rep.readers, 1);
+	assert_int_equal(rep.held_indexes, 1);
+	assert_int_equal(rep.held, 2);
+	assert_int_equal(rep.deleted, 1);
+	assert_int_equal(store_head_sync(s, "chunks/0011"), 4);
+	assert_int_equal(store_head_sync(s, "indexes/" HELD), 5);
+	assert_int_equal(store_head_sync(s, "chunks/ff99"), -ENOENT);
+	/* without a way to follow an index, a store with reader leases is not collected */
+	p.mark_index = NULL;
+	assert_int_equal(store_gc(s, &p, &rep), -EOPNOTSUPP);
+	p.mark_index = test_mark_index;
+	/* released: the object goes (from the lease's thread), then gc collects */
+	store_lease_release(l);
+	for (int i = 0; i < 5000; i++) {
+		assert_int_equal(store_leases_held(s, &held, &readers), 0);
+		store_keys_destroy(&held);
+		if (!readers)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(readers, 0);
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_int_equal(rep.deleted, 2);
+	/* abandoned (handed to a successor) once written: it stays, to lapse,
+	 * also when the renewer is freed */
+	assert_int_equal(store_lease_take_read(rn, s, 300, HELD, &l2), 0);
+	for (int i = 0; i < 5000; i++) {
+		assert_int_equal(store_leases_held(s, &held, &readers), 0);
+		store_keys_destroy(&held);
+		if (readers)
+			break;
+		usleep(1000);
+	}
+	store_lease_abandon(l2);
+	store_renewer_free(rn);
+	assert_int_equal(store_leases_held(s, &held, &readers), 0);
+	store_keys_destroy(&held);
+	assert_int_equal(readers, 1);
+	{
+		struct store_entry *e = NULL;
+		size_t n = 0;
+
+		assert_int_equal(store_scan_sync(s, "leases/", &e, &n), 0);
+		assert_int_equal(n, 1);
+		assert_int_equal(store_delete_sync(s, e[0].key), 0);
+		store_entries_free(e, n);
+	}
+	/* a lapsed reader lease (its holder died) holds nothing */
+	assert_int_equal(store_put_sync(s, "indexes/" HELD, "index", 5), 0);
+	assert_int_equal(store_put_sync(s, "leases/read-2-dead-" HELD, "{}", 2), 0);
+	{
+		struct timespec ts[2] = { { 1000, 0 }, { 1000, 0 } };
+
+		snprintf(path, sizeof(path), "%s/leases/read-2-dead-" HELD, root);
+		assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_int_equal(rep.readers, 0);
+	assert_int_equal(rep.deleted, 1);
+	/* a lease whose index is gone for good holds nothing, and stops nothing */
+	assert_int_equal(store_put_sync(s, "leases/read-300-gone-" HELD, "{}", 2), 0);
+	assert_int_equal(store_put_sync(s, "chunks/ee55", "dead", 4), 0);
+	assert_int_equal(store_gc(s, &p, &rep), 0);
+	assert_int_equal(rep.readers, 1);
+	assert_int_equal(rep.held, 0);
+	assert_int_equal(rep.deleted, 1);
+	store_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_store__put_get_head_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__reader_lease_keys_name_their_index, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_store__gc_keeps_what_reader_leases_hold, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_store__put_leaves_no_temporary_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__list_is_sorted_and_filtered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__async_callbacks_run_from_run, setup, teardown),

@@ -214,7 +214,8 @@ static int check_hash(const char *name, const char *member, const char *hex, str
 	uint8_t d[SHA256_SIZE];
 	char got[SHA256_HEX_SIZE];
 
-	sha256_final(h, d);
+	if (sha256_final(h, d) < 0)
+		return log_error(-EIO, "%s: '%s': libcrypto failed to hash it", name, member);
 	hex_encode(d, sizeof(d), got);
 	if (strcmp(got, hex) != 0)
 		return log_error(-EBADMSG, "%s: '%s': digest mismatch (content is sha256:%s)", name,
@@ -262,7 +263,7 @@ static int apply_layer(struct build *b, int root, const char *name, const char *
 	struct tar_reader *rd = NULL;
 	char lname[PATH_MAX * 2], hex[65];
 	bool verify = digest_of(member, hex);
-	struct sha256 h;
+	_cleanup_sha256_ struct sha256 h = SHA256_INIT;
 	int r;
 
 	fd = open_beneath(root, member, O_RDONLY);
@@ -275,9 +276,10 @@ static int apply_layer(struct build *b, int root, const char *name, const char *
 	r = tar_reader_new(fd, lname, &rd);
 	if (r < 0)
 		return r;
-	sha256_init(&h);
-	if (verify)
+	if (verify) {
+		(void)sha256_init(&h);   /* a failure is check_hash's */
 		tar_reader_hash(rd, &h);
+	}
 	r = tar_apply(b, rd, lname, true);
 	if (r >= 0)
 		r = tar_reader_finish(rd, NULL);
@@ -324,9 +326,9 @@ static int apply_manifest(struct build *b, int root, const char *name)
 	if (r < 0)
 		goto out;
 	if (digest_of(cfg, hex)) {
-		struct sha256 h;
+		_cleanup_sha256_ struct sha256 h = SHA256_INIT;
 
-		sha256_init(&h);
+		(void)sha256_init(&h);
 		sha256_update(&h, craw.data, craw.len);
 		r = check_hash(name, cfg, hex, &h);
 		if (r < 0)

@@ -134,7 +134,8 @@ static int check_digest(const char *name, const char *hex, struct sha256 *h)
 	uint8_t d[SHA256_SIZE];
 	char got[SHA256_HEX_SIZE];
 
-	sha256_final(h, d);
+	if (sha256_final(h, d) < 0)
+		return log_error(-EIO, "%s: blob sha256:%s: libcrypto failed to hash it", name, hex);
 	hex_encode(d, sizeof(d), got);
 	if (strcmp(got, hex) != 0)
 		return log_error(-EBADMSG, "%s: blob sha256:%s: digest mismatch (content is sha256:%s)",
@@ -167,7 +168,7 @@ static int layout_read_doc(void *ctx, bool manifest, const char *hex, uint64_t s
 	struct layout *o = ctx;
 	_cleanup_close_ int fd = -1;
 	char path[96];
-	struct sha256 h;
+	_cleanup_sha256_ struct sha256 h = SHA256_INIT;
 	ssize_t n;
 	int r;
 
@@ -186,7 +187,7 @@ static int layout_read_doc(void *ctx, bool manifest, const char *hex, uint64_t s
 		return log_error(-EBADMSG, "%s: blob sha256:%s: short read", o->name, hex);
 	raw->len = size;
 	raw->data[size] = 0;
-	sha256_init(&h);
+	(void)sha256_init(&h);   /* a failure is sha256_final's */
 	sha256_update(&h, raw->data, raw->len);
 	return check_digest(o->name, hex, &h);
 }
@@ -468,7 +469,7 @@ static int layout_apply_layer(void *ctx, struct build *b, const char *hex, uint6
 	struct tar_reader *rd = NULL;
 	char path[96], name[PATH_MAX + 128];
 	uint64_t raw = 0;
-	struct sha256 h;
+	_cleanup_sha256_ struct sha256 h = SHA256_INIT;
 	int r;
 
 	(void)what;
@@ -480,7 +481,7 @@ static int layout_apply_layer(void *ctx, struct build *b, const char *hex, uint6
 	r = tar_reader_new(fd, name, &rd);
 	if (r < 0)
 		return r;
-	sha256_init(&h);
+	(void)sha256_init(&h);
 	tar_reader_hash(rd, &h);
 	r = tar_apply(b, rd, name, true);
 	if (r >= 0)

@@ -1006,7 +1006,9 @@ static int check_sha256(struct reg *g, const char *what, const char *hex, struct
 	uint8_t d[SHA256_SIZE];
 	char got[SHA256_HEX_SIZE];
 
-	sha256_final(h, d);
+	if (sha256_final(h, d) < 0)
+		return log_error(-EIO, "%s: %s sha256:%s: libcrypto failed to hash it", g->ref, what,
+		                 hex);
 	hex_encode(d, sizeof(d), got);
 	if (strcmp(got, hex) != 0)
 		return log_error(-EBADMSG, "%s: %s sha256:%s: digest mismatch (content is sha256:%s)",
@@ -1019,7 +1021,7 @@ static int reg_read_doc(void *ctx, bool manifest, const char *hex, uint64_t size
 {
 	struct reg *g = ctx;
 	char path[600];
-	struct sha256 h;
+	_cleanup_sha256_ struct sha256 h = SHA256_INIT;
 	int r;
 
 	snprintf(path, sizeof(path), "/v2/%s/%s/sha256:%s", g->r.repo,
@@ -1030,7 +1032,7 @@ static int reg_read_doc(void *ctx, bool manifest, const char *hex, uint64_t size
 	if (g->x.data.len != size)
 		return log_error(-EBADMSG, "%s: %s sha256:%s: %zu bytes, the descriptor says %llu",
 		                 g->ref, what, hex, g->x.data.len, (unsigned long long)size);
-	sha256_init(&h);
+	(void)sha256_init(&h);   /* a failure is check_sha256's */
 	sha256_update(&h, g->x.data.data, g->x.data.len);
 	r = check_sha256(g, what, hex, &h);
 	if (r < 0)
@@ -1053,6 +1055,11 @@ struct blob_stream {
 	struct sha256 h;
 	bool verified;                  /* the whole blob is in and matches */
 };
+
+static void blob_stream_destroy(struct blob_stream *s)
+{
+	sha256_destroy(&s->h);
+}
 
 /*
  * tar_read_fn over the blob in flight, which the download thread fills.  The
@@ -1151,7 +1158,8 @@ static int reg_apply_layer(void *ctx, struct build *b, const char *hex, uint64_t
                            const char *what)
 {
 	struct reg *g = ctx;
-	struct blob_stream s = { .g = g, .hex = hex, .what = what, .size = size };
+	_cleanup_(blob_stream_destroy) struct blob_stream s = { .g = g, .hex = hex, .what = what,
+	                                                        .size = size, .h = SHA256_INIT };
 	struct tar_reader *rd = NULL;
 	char path[600], name[PATH_MAX];
 	uint64_t raw = 0;
@@ -1159,7 +1167,7 @@ static int reg_apply_layer(void *ctx, struct build *b, const char *hex, uint64_t
 
 	snprintf(path, sizeof(path), "/v2/%s/blobs/sha256:%s", g->r.repo, hex);
 	snprintf(name, sizeof(name), "%s: %s sha256:%.12s", g->ref, what, hex);
-	sha256_init(&s.h);
+	(void)sha256_init(&s.h);
 	r = reg_get(g, path, NULL, what, true, 0);
 	if (r < 0)
 		return r;
@@ -1200,7 +1208,8 @@ static int fetch_top(struct reg *g, struct buf *ret, char *mt, size_t mtlen)
 	r = reg_get(g, path, ACCEPT_MANIFESTS, "manifest", false, REG_JSON_MAX);
 	if (r < 0)
 		return r;
-	sha256(g->x.data.data, g->x.data.len, d);
+	if (sha256(g->x.data.data, g->x.data.len, d) < 0)
+		return log_error(-ENOMEM, "%s: manifest: libcrypto failed to hash it", g->ref);
 	hex_encode(d, sizeof(d), got);
 	if (g->r.by_digest)
 		want = g->r.reference;

@@ -90,9 +90,10 @@ static int put_start(struct store *s, const char *key, const void *data, size_t 
 		uint8_t d[SHA256_SIZE];
 		char hex[SHA256_HEX_SIZE];
 
-		sha256(data, len, d);
+		r = sha256(data, len, d);
 		hex_encode(d, sizeof(d), hex);
-		r = http_s3_headers(H(s), x, hex);
+		if (r == 0)
+			r = http_s3_headers(H(s), x, hex);
 	}
 	if (r == 0 && if_none_match && !curl_slist_append(x->headers, "If-None-Match: *"))
 		r = -ENOMEM;

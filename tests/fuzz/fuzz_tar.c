@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static int fd = -1;
 	struct tar_reader *rd = NULL;
-	struct sha256 h;
+	_cleanup_sha256_ struct sha256 h = SHA256_INIT;
 	int r;
 
 	if (fd < 0) {

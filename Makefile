@@ -25,11 +25,12 @@ override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 override LDFLAGS += -fsanitize=address,undefined
 endif
 
-PKGS = fuse3 liburing libzstd libcurl zlib libcrypto
-# libcurl and libcrypto are not linked: store/curl-dl.c and lib/sha256.c load them on
-# first use (libcurl costs ~4.5 ms of CPU at every exec otherwise, libcrypto 0.28 ms
-# static and 0.87 ms shared: docs/perf-log.md), so only their headers are needed here.
-LINKED_PKGS = $(filter-out libcurl libcrypto,$(PKGS))
+PKGS = fuse3 liburing libzstd libcurl zlib libcrypto libmicrohttpd
+# libcurl, libcrypto and libmicrohttpd are not linked: store/curl-dl.c, lib/sha256.c
+# and node/mhd-dl.c load them on first use (at every exec otherwise libcurl costs ~4.5 ms
+# of CPU, libcrypto 0.28 ms static and 0.87 ms shared, libmicrohttpd with GnuTLS 1.8 ms:
+# docs/perf-log.md), so only their headers are needed here.
+LINKED_PKGS = $(filter-out libcurl libcrypto libmicrohttpd,$(PKGS))
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 # The other libraries are linked statically into the full program (STATIC_LIBS=0: shared):
 # each shared library costs every exec relocation work, ~0.25 ms of CPU for these five.

@@ -3,8 +3,9 @@
  * a worker and starts workers.
  *
  * It owns the control socket's listening descriptor (clients that connect
- * while no worker runs wait in its backlog), an flock beside the socket (one
- * node per socket), and per mount a record (JSON, from the worker) with the
+ * while no worker runs wait in its backlog), the /metrics listening socket
+ * (given to each worker with HELLO, so that no worker binds the port again),
+ * an flock beside the socket (one node per socket), and per mount a record (JSON, from the worker) with the
  * mount's /dev/fuse descriptor and state file.  While it holds a connection's
  * descriptor the kernel keeps the mount alive; requests wait in the kernel for
  * the next worker, which adopts the connection.
@@ -37,6 +38,7 @@
 
 #include "lib/json.h"
 #include "lib/lib.h"
+#include "node/metrics.h"
 #include "node/node-internal.h"
 #include "node/takeover.h"
 
@@ -60,6 +62,7 @@ struct holder {
 	int nargs;
 	const char *log_path;
 	int listen_fd, sfd, chan;
+	int metrics_fd;           /* the /metrics socket, or -1 (off, or its port taken) */
 	pid_t worker;
 	char self[PATH_MAX];
 	char *next_binary;        /* the binary of the next worker (upgrade), or NULL */
@@ -209,10 +212,15 @@ static int worker_start(struct holder *h)
 	h->worker_started_ns = now_ns();
 	if (h->ever_ready)
 		h->takeovers++;
+	/* "metrics_fd": whether this holder keeps the /metrics socket (and
+	 * sends it here when it has one), so a worker binds the port itself
+	 * only under a holder that predates this */
 	snprintf(hello, sizeof(hello),
-	         "{\"holder_pid\":%d,\"takeovers\":%u,\"uptime_ms\":%llu}", (int)getpid(),
-	         h->takeovers, (unsigned long long)((now_ns() - h->started_ns) / 1000000));
-	r = node_msg_send(h->chan, NODE_MSG_HELLO, hello, strlen(hello), NULL, 0);
+	         "{\"holder_pid\":%d,\"takeovers\":%u,\"uptime_ms\":%llu,\"metrics_fd\":true}",
+	         (int)getpid(), h->takeovers,
+	         (unsigned long long)((now_ns() - h->started_ns) / 1000000));
+	r = node_msg_send(h->chan, NODE_MSG_HELLO, hello, strlen(hello), &h->metrics_fd,
+	                  h->metrics_fd >= 0 ? 1 : 0);
 	for (size_t i = 0; r == 0 && i < h->nrecs; i++)
 		r = node_msg_send(h->chan, NODE_MSG_RECORD, h->recs[i].json,
 		                  strlen(h->recs[i].json), h->recs[i].fds, NODE_MSG_FDS);
@@ -431,7 +439,7 @@ static int listen_on(const char *path, int *ret_lock)
 int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 {
 	struct holder h = { .cfg = cfg, .args = args, .nargs = nargs, .listen_fd = -1,
-	                    .sfd = -1, .chan = -1, .started_ns = now_ns() };
+	                    .metrics_fd = -1, .sfd = -1, .chan = -1, .started_ns = now_ns() };
 	_cleanup_close_ int lock_fd = -1;
 	ssize_t n = readlink("/proc/self/exe", h.self, sizeof(h.self) - 1);
 	sigset_t mask;
@@ -456,6 +464,9 @@ int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 	h.listen_fd = listen_on(cfg->socket_path, &lock_fd);
 	if (h.listen_fd < 0)
 		goto out;
+	/* a node without /metrics (its port taken) still serves: one warning */
+	if (cfg->metrics_addr)
+		h.metrics_fd = node_metrics_listen(cfg->metrics_addr);
 	if (worker_start(&h) < 0)
 		goto out;
 	for (;;) {
@@ -540,6 +551,8 @@ out:
 		(void)unlink(cfg->socket_path);
 		close(h.listen_fd);
 	}
+	if (h.metrics_fd >= 0)
+		close(h.metrics_fd);
 	if (h.chan >= 0)
 		close(h.chan);
 	close(h.sfd);

@@ -1,179 +1,35 @@
 /*
- * metrics.c — GET /metrics over HTTP/1.0 from the worker's loop.
+ * metrics.c — GET /metrics (Prometheus text) on the node's HTTP server
+ * (node/httpd.c), and the listening socket it serves on.
  *
- * Bounds: a request head of at most METRICS_HEAD_MAX bytes; at most
- * METRICS_CONNS connections reading at once (one more drops the oldest), so
- * that clients that connect and send nothing cost a few descriptors, never
- * the loop.  The answer is written with a send timeout of one second: the
- * body (a few hundred bytes per image) fits the socket buffer, so a scraper
- * that does not read only loses its answer.
+ * The holder makes the socket (node_metrics_listen) and keeps it for the
+ * life of the node, as it keeps the control socket: each worker gets it at
+ * its start and serves on it, so a worker that replaces another never binds
+ * the port again (which failed with "Address already in use" while the dead
+ * worker's socket was not yet released), and a scraper's connection made
+ * between two workers waits in the backlog for the next one.
+ *
+ * Bounds (node/httpd.h): a request head of at most METRICS_HEAD_MAX bytes,
+ * no body, at most METRICS_CONNS connections at once, METRICS_TIMEOUT_S
+ * seconds idle; the body is a few hundred bytes per image.
  */
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include "lib/lib.h"
-#include "lib/loop.h"
+#include "node/httpd.h"
 #include "node/metrics.h"
 
 #define METRICS_HEAD_MAX 8192
 #define METRICS_CONNS 16
-
-struct conn {
-	struct node_metrics *m;
-	int fd;
-	int64_t poll;
-	bool polling;
-	size_t len;
-	char head[METRICS_HEAD_MAX + 1];
-};
+#define METRICS_TIMEOUT_S 5
 
 struct node_metrics {
-	struct loop *l;
-	int fd;
-	int64_t poll;
-	bool polling, closing;
+	struct node_httpd *h;
 	node_metrics_fn fn;
 	void *ud;
-	struct conn *conns[METRICS_CONNS];
 };
-
-static void conn_drop(struct conn *c)
-{
-	struct node_metrics *m = c->m;
-
-	for (int i = 0; i < METRICS_CONNS; i++)
-		if (m->conns[i] == c)
-			m->conns[i] = NULL;
-	if (c->polling) {
-		/* its callback frees it */
-		(void)loop_cancel_poll(m->l, c->poll);
-		shutdown(c->fd, SHUT_RDWR);
-		c->m = NULL;
-		return;
-	}
-	close(c->fd);
-	free(c);
-}
-
-static void answer(struct conn *c)
-{
-	char *body = NULL, head[256];
-	size_t blen = 0;
-	struct timeval tv = { .tv_sec = 1 };
-	FILE *f;
-	bool ok = !strncmp(c->head, "GET /metrics ", 13) || !strncmp(c->head, "GET /metrics?", 13);
-
-	(void)fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
-	(void)setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	f = open_memstream(&body, &blen);
-	if (f) {
-		if (ok)
-			c->m->fn(c->m->ud, f);
-		else
-			fputs("not found: GET /metrics\n", f);
-		fclose(f);
-	}
-	snprintf(head, sizeof(head),
-	         "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
-	         "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-	         !f ? "500 Internal Server Error" : ok ? "200 OK" : "404 Not Found", blen);
-	if (write_full(c->fd, head, strlen(head)) == 0 && body)
-		(void)write_full(c->fd, body, blen);
-	free(body);
-}
-
-static void arm_conn(struct conn *c);
-
-static void on_conn(void *ud, int res)
-{
-	struct conn *c = ud;
-	ssize_t n;
-
-	c->polling = false;
-	if (!c->m || res < 0) {   /* dropped or cancelled */
-		if (c->m)
-			conn_drop(c);
-		else {
-			close(c->fd);
-			free(c);
-		}
-		return;
-	}
-	n = read(c->fd, c->head + c->len, METRICS_HEAD_MAX - c->len);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-		arm_conn(c);
-		return;
-	}
-	if (n <= 0) {
-		conn_drop(c);
-		return;
-	}
-	c->len += (size_t)n;
-	c->head[c->len] = 0;
-	if (strstr(c->head, "\r\n\r\n") || strstr(c->head, "\n\n") || c->len == METRICS_HEAD_MAX) {
-		answer(c);
-		conn_drop(c);
-		return;
-	}
-	arm_conn(c);
-}
-
-static void arm_conn(struct conn *c)
-{
-	c->poll = loop_poll_id(c->m->l, c->fd, POLLIN, on_conn, c);
-	c->polling = c->poll >= 0;
-	if (!c->polling)
-		conn_drop(c);
-}
-
-static void arm(struct node_metrics *m);
-
-static void on_accept(void *ud, int res)
-{
-	struct node_metrics *m = ud;
-
-	m->polling = false;
-	if (m->closing || res < 0) {
-		if (m->closing) {
-			close(m->fd);
-			free(m);
-		}
-		return;
-	}
-	for (;;) {
-		int fd = accept4(m->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
-		struct conn *c;
-
-		if (fd < 0)
-			break;
-		for (int i = 0; i < METRICS_CONNS && slot < 0; i++)
-			if (!m->conns[i])
-				slot = i;
-		if (slot < 0) {
-			slot = 0;
-			conn_drop(m->conns[0]);   /* the oldest (roughly) makes room */
-		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->m = m;
-		c->fd = fd;
-		m->conns[slot] = c;
-		arm_conn(c);
-	}
-	arm(m);
-}
-
-static void arm(struct node_metrics *m)
-{
-	m->poll = loop_poll_id(m->l, m->fd, POLLIN, on_accept, m);
-	m->polling = m->poll >= 0;
-}
 
 static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -205,13 +61,12 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *
 	}
 }
 
-int node_metrics_open(struct loop *l, const char *addr, node_metrics_fn fn, void *ud,
-                      struct node_metrics **ret)
+int node_metrics_listen(const char *addr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	struct node_metrics *m;
-	int one = 1, fd;
+	_cleanup_close_ int fd = -1;
+	int one = 1;
 
 	if (parse_addr(addr, &ss, &len) < 0)
 		return log_error(-EINVAL, "metrics '%s': want HOST:PORT or off", addr);
@@ -219,19 +74,44 @@ int node_metrics_open(struct loop *l, const char *addr, node_metrics_fn fn, void
 	if (fd < 0)
 		return log_errno(-errno, "metrics '%s'", addr);
 	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
-		int e = -errno;
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0)
+		return log_errno(-errno, "metrics '%s': no /metrics", addr);
+	return TAKE_FD(fd);
+}
 
-		close(fd);
-		return log_errno(e, "metrics '%s': no /metrics", addr);
-	}
-	m = calloc(1, sizeof(*m));
-	if (!m) {
-		close(fd);
+static int get_metrics(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	struct node_metrics *m = ud;
+
+	rep->content_type = "text/plain; version=0.0.4";
+	m->fn(m->ud, rep->body);
+	return 0;
+}
+
+static const struct node_http_route metrics_routes[] = {
+	{ "GET", "/metrics", get_metrics },
+};
+
+int node_metrics_open(struct loop *l, int *listen_fd, node_metrics_fn fn, void *ud,
+                      struct node_metrics **ret)
+{
+	struct node_httpd_params p = {
+		.routes = metrics_routes, .nroutes = ARRAY_SIZE(metrics_routes), .name = "metrics",
+		.max_head = METRICS_HEAD_MAX, .timeout_s = METRICS_TIMEOUT_S,
+		.max_conns = METRICS_CONNS,
+	};
+	struct node_metrics *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
 		return -ENOMEM;
+	*m = (struct node_metrics){ .fn = fn, .ud = ud };
+	p.ud = m;
+	r = node_httpd_new(l, &p, listen_fd, &m->h);
+	if (r < 0) {
+		free(m);
+		return r;
 	}
-	*m = (struct node_metrics){ .l = l, .fd = fd, .fn = fn, .ud = ud };
-	arm(m);
 	*ret = m;
 	return 0;
 }
@@ -240,14 +120,6 @@ void node_metrics_close(struct node_metrics *m)
 {
 	if (!m)
 		return;
-	for (int i = 0; i < METRICS_CONNS; i++)
-		if (m->conns[i])
-			conn_drop(m->conns[i]);
-	m->closing = true;
-	if (m->polling) {
-		(void)loop_cancel_poll(m->l, m->poll);   /* on_accept frees m */
-		return;
-	}
-	close(m->fd);
+	node_httpd_free(m->h);
 	free(m);
 }

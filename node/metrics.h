@@ -1,6 +1,7 @@
 /*
- * metrics.h — Prometheus text over HTTP (GET /metrics), answered from the
- * worker's loop by a tiny HTTP/1.0 responder.
+ * metrics.h — Prometheus text over HTTP (GET /metrics), served from the
+ * worker's loop by the node's HTTP server (node/httpd.h) on a socket the
+ * holder keeps.
  */
 #ifndef LAZYROOT_NODE_METRICS_H
 #define LAZYROOT_NODE_METRICS_H
@@ -13,12 +14,15 @@ struct node_metrics;
 /* Writes the body (Prometheus text) to f. */
 typedef void (*node_metrics_fn)(void *ud, FILE *f);
 
-/* Listen on addr (HOST:PORT, IPv4 or [IPv6]) and answer on loop l.  Logs and
- * returns -errno when it cannot listen. */
-int node_metrics_open(struct loop *l, const char *addr, node_metrics_fn fn, void *ud,
+/* A listening socket on addr (HOST:PORT, IPv4 or [IPv6]), non-blocking and
+ * close-on-exec.  Returns it, or logs and returns -errno. */
+int node_metrics_listen(const char *addr);
+/* Answer GET /metrics on *listen_fd (taken: set to -1) from loop l.  Logs
+ * and returns -errno when the server cannot start. */
+int node_metrics_open(struct loop *l, int *listen_fd, node_metrics_fn fn, void *ud,
                       struct node_metrics **ret);
-/* Stop listening and drop open connections; their polls end (cancelled) as
- * the loop runs. */
+/* Close the socket and every connection; the server's polls end
+ * (cancelled) as the loop runs. */
 void node_metrics_close(struct node_metrics *m);
 
 #endif

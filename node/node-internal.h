@@ -14,7 +14,8 @@ struct buf;
  * a message and the descriptors it carries (SCM_RIGHTS) arrive together or
  * not at all.  A message is a 4-byte type and a JSON object.
  *
- * holder -> worker, at the worker's start: HELLO, then RECORD per mount it
+ * holder -> worker, at the worker's start: HELLO (fds: the /metrics
+ * listening socket, when the holder has one), then RECORD per mount it
  * holds (fds: the /dev/fuse descriptor and the state file), then END; later
  * LEAVE (upgrade: hand every mount back and exit).
  * worker -> holder: READY (serving), ADD (a new mount: its record, fds as
@@ -223,6 +224,8 @@ struct worker {
 	bool ending;
 	int log_saved, log_fd;    /* capturing a request's log lines */
 	struct node_metrics *metrics;
+	int metrics_fd;           /* the holder's /metrics socket until it serves, or -1 */
+	bool metrics_bind;        /* no socket from the holder: bind cfg->metrics_addr */
 };
 
 /* stores.c: the store opened with rc's store settings (opened on first use),

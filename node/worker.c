@@ -216,7 +216,17 @@ static int take_over(struct worker *w)
 			return log_errno(r ? r : -EPIPE, "node: reading the holder");
 		switch (type) {
 		case NODE_MSG_HELLO:
+			/* a holder that keeps the /metrics socket says so; an
+			 * older one leaves the worker to bind it */
+			w->metrics_bind = true;
+			if (fds[0] >= 0) {
+				if (w->metrics_fd >= 0)
+					close(w->metrics_fd);
+				w->metrics_fd = TAKE_FD(fds[0]);
+			}
 			if (json_parse(b.data, b.len, &j, NULL) == 0) {
+				if (json_get(j, "metrics_fd"))
+					w->metrics_bind = false;
 				if (json_int(json_get(j, "holder_pid"), &v) == 0)
 					w->holder_pid = (pid_t)v;
 				if (json_int(json_get(j, "takeovers"), &v) == 0)
@@ -406,7 +416,7 @@ static void keep_chunk_buffers(void)
 int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, const char *log_path)
 {
 	struct worker w = { .cfg = cfg, .chan = chan, .listen_fd = listen_fd, .log_fd = -1,
-	                    .log_saved = -1 };
+	                    .log_saved = -1, .metrics_fd = -1 };
 	int status = 1, r;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -431,8 +441,14 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		goto out;
 	redirect_log(log_path);
 	/* a node without /metrics (its port taken) still serves: one warning */
-	if (cfg->metrics_addr)
-		(void)node_metrics_open(w.l, cfg->metrics_addr, metrics_body, &w, &w.metrics);
+	if (w.metrics_fd < 0 && w.metrics_bind && cfg->metrics_addr)
+		w.metrics_fd = node_metrics_listen(cfg->metrics_addr);
+	if (w.metrics_fd >= 0)
+		(void)node_metrics_open(w.l, &w.metrics_fd, metrics_body, &w, &w.metrics);
+	if (w.metrics_fd >= 0) {
+		close(w.metrics_fd);
+		w.metrics_fd = -1;
+	}
 	status = 0;
 	while (!w.stop && !w.leave && !w.holder_gone) {
 		r = loop_run_once(w.l, true);
@@ -512,6 +528,8 @@ out:
 	}
 	for (size_t i = 0; i < w.nstores; i++)
 		node_store_free(w.stores[i]);
+	if (w.metrics_fd >= 0)
+		close(w.metrics_fd);
 	free(w.caches);
 	free(w.stores);
 	free(w.mounts);

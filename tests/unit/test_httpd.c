@@ -1,0 +1,299 @@
+/* test_httpd.c — the node's HTTP server (node/httpd.c): real libmicrohttpd on a
+ * real loop, over a unix socket and over TCP on 127.0.0.1, with a client
+ * thread speaking raw HTTP/1.1.  Routes (exact and prefix), 404, 405 with
+ * Allow, a body delivered whole, a body over the bound refused with 413
+ * (declared or not), a head over the bound refused, a handler's failure as
+ * 500, and a server freed while a client stays connected. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "lib/lib.h"
+#include "lib/loop.h"
+#include "node/httpd.h"
+
+static char dir[] = "/tmp/lazyroot-test-httpd-XXXXXX";
+
+static int hello(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	fprintf(rep->body, "hello %s\n", req->path);
+	return 0;
+}
+
+static int echo(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	const char *h = node_http_header(req, "X-Tag");
+
+	rep->status = 201;
+	rep->content_type = "application/octet-stream";
+	fprintf(rep->body, "%s:%zu:", h ? h : "-", req->body_len);
+	fwrite(req->body, 1, req->body_len, rep->body);
+	return 0;
+}
+
+static int broken(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	fputs("half an answer", rep->body);
+	return -EPERM;
+}
+
+static const struct node_http_route routes[] = {
+	{ "GET", "/hello", hello },
+	{ "GET", "/files/", hello },
+	{ "POST", "/echo", echo },
+	{ "PUT", "/echo", echo },
+	{ "GET", "/broken", broken },
+};
+
+struct client {
+	struct loop *l;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	const char *request;
+	size_t request_len;
+	char reply[65536];
+	size_t reply_len;
+	atomic_bool done;
+};
+
+static void wake(void *ud)
+{
+}
+
+static void *client_main(void *arg)
+{
+	struct client *c = arg;
+	int fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&c->addr, c->addrlen), 0);
+	/* a server may answer (413, 431) before taking the whole request */
+	(void)write_full(fd, c->request, c->request_len);
+	while (c->reply_len < sizeof(c->reply) - 1 &&
+	       (n = read(fd, c->reply + c->reply_len, sizeof(c->reply) - 1 - c->reply_len)) > 0)
+		c->reply_len += (size_t)n;
+	c->reply[c->reply_len] = 0;
+	close(fd);
+	atomic_store(&c->done, true);
+	(void)loop_post(c->l, wake, NULL);
+	return NULL;
+}
+
+/* Send request over addr while the loop serves; returns the raw reply. */
+static const char *exchange(struct loop *l, struct client *c, const char *request, size_t len)
+{
+	pthread_t t;
+
+	c->l = l;
+	c->request = request;
+	c->request_len = len ? len : strlen(request);
+	c->reply_len = 0;
+	atomic_store(&c->done, false);
+	assert_int_equal(pthread_create(&t, NULL, client_main, c), 0);
+	while (!atomic_load(&c->done))
+		assert_true(loop_run_once(l, true) >= 0);
+	pthread_join(t, NULL);
+	return c->reply;
+}
+
+static int listen_unix(struct client *c)
+{
+	struct sockaddr_un *a = (struct sockaddr_un *)&c->addr;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	memset(&c->addr, 0, sizeof(c->addr));
+	a->sun_family = AF_UNIX;
+	snprintf(a->sun_path, sizeof(a->sun_path), "%s/api.sock", dir);
+	unlink(a->sun_path);
+	c->addrlen = sizeof(*a);
+	assert_int_equal(bind(fd, (struct sockaddr *)a, c->addrlen), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	return fd;
+}
+
+static int listen_tcp(struct client *c)
+{
+	struct sockaddr_in *a = (struct sockaddr_in *)&c->addr;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	memset(&c->addr, 0, sizeof(c->addr));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	c->addrlen = sizeof(*a);
+	assert_int_equal(bind(fd, (struct sockaddr *)a, c->addrlen), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)a, &c->addrlen), 0);
+	return fd;
+}
+
+static struct node_httpd *serve(struct loop *l, int fd)
+{
+	struct node_httpd_params p = { .routes = routes, .nroutes = ARRAY_SIZE(routes),
+	                               .name = "test", .max_body = 1000, .max_head = 4096 };
+	struct node_httpd *h = NULL;
+
+	assert_int_equal(node_httpd_new(l, &p, &fd, &h), 0);
+	assert_int_equal(fd, -1);   /* taken */
+	return h;
+}
+
+static void drain(struct loop *l)
+{
+	while (loop_pending(l))
+		assert_true(loop_run_once(l, true) >= 0);
+}
+
+static void routes_on(bool unix_socket)
+{
+	struct loop *l = NULL;
+	struct client *c = calloc(1, sizeof(*c));
+	struct node_httpd *h;
+	const char *r;
+
+	assert_non_null(c);
+	assert_int_equal(loop_new(64, &l), 0);
+	h = serve(l, unix_socket ? listen_unix(c) : listen_tcp(c));
+
+	r = exchange(l, c, "GET /hello?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0);
+	assert_non_null(strstr(r, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(r, "\r\n\r\nhello /hello\n"));
+	r = exchange(l, c, "GET /files/a/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0);
+	assert_non_null(strstr(r, "hello /files/a/b\n"));
+	r = exchange(l, c, "GET /hello/more HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0);
+	assert_non_null(strstr(r, "HTTP/1.1 404 "));
+	r = exchange(l, c, "DELETE /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0);
+	assert_non_null(strstr(r, "HTTP/1.1 405 "));
+	assert_non_null(strstr(r, "Allow: POST, PUT\r\n"));
+	/* a body with a NUL in it, sent whole (strlen would stop at it) */
+	r = exchange(l, c, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Tag: t1\r\nContent-Length: 11\r\n"
+	             "Connection: close\r\n\r\nhello\0world",
+	             strlen("POST /echo HTTP/1.1\r\nHost: x\r\nX-Tag: t1\r\nContent-Length: 11\r\n"
+	                    "Connection: close\r\n\r\n") + 11);
+	assert_non_null(strstr(r, "HTTP/1.1 201 "));
+	assert_non_null(strstr(r, "Content-Type: application/octet-stream\r\n"));
+	assert_non_null(strstr(r, "\r\n\r\nt1:11:hello"));
+	assert_memory_equal(c->reply + c->reply_len - 11, "hello\0world", 11);
+	r = exchange(l, c, "GET /broken HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0);
+	assert_non_null(strstr(r, "HTTP/1.1 500 "));
+	assert_null(strstr(r, "half an answer"));
+	node_httpd_free(h);
+	drain(l);
+	loop_free(l);
+	free(c);
+}
+
+static void test_httpd__routes_over_unix_socket(void **state)
+{
+	routes_on(true);
+}
+
+static void test_httpd__routes_over_tcp(void **state)
+{
+	routes_on(false);
+}
+
+static void test_httpd__bounds(void **state)
+{
+	struct loop *l = NULL;
+	struct client *c = calloc(1, sizeof(*c));
+	struct node_httpd *h;
+	char *big = malloc(20000), *req = malloc(40000);
+	const char *r;
+	int n;
+
+	assert_non_null(c);
+	assert_non_null(big);
+	assert_non_null(req);
+	assert_int_equal(loop_new(64, &l), 0);
+	h = serve(l, listen_tcp(c));
+	memset(big, 'a', 19999);
+	big[19999] = 0;
+
+	/* a declared body over max_body (1000): 413 before it is read */
+	n = snprintf(req, 40000, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n"
+	             "Connection: close\r\n\r\n%.1001s", big);
+	r = exchange(l, c, req, (size_t)n);
+	assert_non_null(strstr(r, "HTTP/1.1 413 "));
+	/* chunked, no length declared: counted as it comes */
+	n = snprintf(req, 40000, "PUT /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	             "Connection: close\r\n\r\n3e8\r\n%.1000s\r\n1\r\na\r\n0\r\n\r\n", big);
+	r = exchange(l, c, req, (size_t)n);
+	assert_non_null(strstr(r, "HTTP/1.1 413 "));
+	/* exactly max_body is fine */
+	n = snprintf(req, 40000, "PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+	             "Connection: close\r\n\r\n%.1000s", big);
+	r = exchange(l, c, req, (size_t)n);
+	assert_non_null(strstr(r, "HTTP/1.1 201 "));
+	assert_non_null(strstr(r, "-:1000:aaaa"));
+	/* a head over max_head (4096): refused, never routed */
+	n = snprintf(req, 40000, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n"
+	             "Connection: close\r\n\r\n", big);
+	r = exchange(l, c, req, (size_t)n);
+	assert_null(strstr(r, "HTTP/1.1 200 "));
+	assert_null(strstr(r, "hello /hello"));
+	/* and the server still serves */
+	r = exchange(l, c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0);
+	assert_non_null(strstr(r, "HTTP/1.1 200 OK\r\n"));
+	node_httpd_free(h);
+	drain(l);
+	loop_free(l);
+	free(big);
+	free(req);
+	free(c);
+}
+
+/* Freed with a client connected and silent: the connection is closed (the
+ * client reads EOF), the socket too, and the loop's polls end. */
+static void test_httpd__free_with_a_client_connected(void **state)
+{
+	struct loop *l = NULL;
+	struct client c = { 0 };
+	struct node_httpd *h;
+	char b;
+	int fd;
+
+	assert_int_equal(loop_new(64, &l), 0);
+	h = serve(l, listen_tcp(&c));
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&c.addr, c.addrlen), 0);
+	assert_int_equal(write_full(fd, "GET /hel", 8), 0);
+	for (int i = 0; i < 20; i++)
+		(void)loop_run_once(l, false);
+	node_httpd_free(h);
+	drain(l);
+	assert_int_equal(read(fd, &b, 1), 0);
+	close(fd);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&c.addr, c.addrlen), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(fd);
+	loop_free(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_httpd__routes_over_unix_socket),
+		cmocka_unit_test(test_httpd__routes_over_tcp),
+		cmocka_unit_test(test_httpd__bounds),
+		cmocka_unit_test(test_httpd__free_with_a_client_connected),
+	};
+	char path[sizeof(dir) + 16];
+	int r;
+
+	if (!mkdtemp(dir))
+		return 1;
+	r = cmocka_run_group_tests(tests, NULL, NULL);
+	snprintf(path, sizeof(path), "%s/api.sock", dir);
+	unlink(path);
+	rmdir(dir);
+	return r;
+}

@@ -111,4 +111,6 @@ check grep -qx hello "$WORK/mnt/f"
 
 # --- 4. no worker went without /metrics
 check_not grep -q 'no /metrics' "$LAZYROOT_CACHE/daemon.log"
+# (and, in a sanitizer build, that no worker died of a finding)
+check_not grep -q 'Sanitizer' "$LAZYROOT_CACHE/daemon.log"
 check "$LAZYROOT" umount "$WORK/mnt"

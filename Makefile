@@ -171,10 +171,12 @@ check-layers: $(CORE_OBJS) $(TOOL_OBJS)
 tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS) $(BENCH_BINS)
 	@:
 
-# The whole suite: unit tests, then integration tests against the real binary.
+# The whole suite: unit tests and integration tests against the real binary, TEST_JOBS at a
+# time (tests/run: by default as many as CPUs; `make test -j2` or TEST_JOBS=2 says how many).
+TEST_JOBS ?= $(lastword $(filter-out -j,$(filter -j%,$(MAKEFLAGS))))
 test: deps-check-test
 	$(Q)$(MAKE) --no-print-directory tests-build
-	$(Q)BUILD=$(BUILD) tests/run
+	$(Q)BUILD=$(BUILD) tests/run $(if $(TEST_JOBS),-j $(patsubst -j%,%,$(TEST_JOBS)))
 
 deps-check-test:
 	$(Q)scripts/install-deps test

@@ -14,6 +14,7 @@
 # wins over the variable).  The target is the node's: skips when another process
 # holds a latency request of its own at the start; waits out another's brief hold
 # (a mount elsewhere on the node serving requests) when the target should be idle.
+# tests/run: alone (the CPU latency target is the machine's, and its holds are timed in ms)
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd python3 fusermount3

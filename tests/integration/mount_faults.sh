@@ -9,6 +9,7 @@
 #     the daemon alive and every other file fine;
 #  4. the cache disk full (a small tmpfs as cache dir): reads still succeed,
 #     served from memory, counted; read again, they fetch nothing.
+# tests/run: alone (it drops the whole machine's page cache)
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd python3 fusermount3

@@ -18,6 +18,7 @@
 #  7. a cache directory on an overlay (the kernel refuses stacked backing
 #     files): the mount falls back to serving every read itself.
 # Skips when the kernel has no FUSE passthrough.
+# tests/run: alone (it drops the whole machine's page cache)
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd python3 cmp fusermount3

@@ -6,6 +6,7 @@
 # sharing one cache, a remount served from the cached index without the store, failures that
 # leave nothing mounted, and both `lazyroot umount` and `fusermount3 -u` ending the mount in
 # the node service that serves them all.
+# tests/run: alone (it drops the whole machine's page cache)
 . "$(dirname "$0")/../lib/common.sh"
 need_root
 need_cmd fusermount3 getfattr setfattr python3

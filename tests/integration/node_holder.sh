@@ -3,6 +3,7 @@
 # worker, so the worker ends every mount at once: a sandbox reading the image gets errors, not
 # a hang (bounded by `timeout`), the worker exits, and the mounts are gone.  The next run starts
 # a new node, which mounts the image again at the same place.
+# tests/run: alone (it drops the whole machine's page cache)
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 need_cmd fusermount3 sha256sum

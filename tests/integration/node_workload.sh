@@ -3,6 +3,7 @@
 # image, loop while the node's worker is killed (kill -9) three times and its page cache
 # dropped, so that their opens, lookups and reads reach the new worker.  Every sandbox exits 0
 # and printed what its workload computes.
+# tests/run: alone (it drops the whole machine's page cache)
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 need_cmd fusermount3

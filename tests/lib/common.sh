@@ -9,7 +9,7 @@
 #   cleanup_add CMD...       run CMD at exit, even on failure; last added runs first
 #   workdir                  make $WORK, a fresh directory under $TMPDIR removed at exit, and
 #                            point LAZYROOT_SOCKET at $WORK/node.sock (the test's own node
-#                            service, stopped at exit)
+#                            service, stopped at exit) and LAZYROOT_METRICS at a free port
 #   log MSG / fail MSG       a message on stderr; fail also exits 1
 #   check CMD...             run CMD, print "ok - CMD" or "FAIL - CMD"; the test fails at exit
 #   check_not CMD...         the same, but CMD must fail
@@ -116,6 +116,10 @@ workdir() {
 	cleanup_add rm -rf --one-file-system "$WORK"
 	export LAZYROOT_SOCKET=$WORK/node.sock
 	cleanup_add _node_stop "$WORK/node.sock"
+	# /metrics on a port of the test's own: on the default one, the first node of tests that
+	# run at once would serve it and every other would log that it cannot
+	LAZYROOT_METRICS=127.0.0.1:$(free_port)
+	export LAZYROOT_METRICS
 }
 
 _check_result() {

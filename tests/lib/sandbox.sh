@@ -21,7 +21,23 @@ ATTACK_DIR=${LAZYROOT_BUILD:-$REPO/build}/tests/sandbox
 [ -x "$ATTACK_DIR/attack" ] || fail "$ATTACK_DIR/attack is missing: make tests-build"
 HOST_PIDNS=$(stat -L -c %i /proc/self/ns/pid)
 SB_NAME=lrtest-$TEST_NAME-$$
-SB_UID_BASE=$((2100000000 + ($$ % 2000) * 65536))
+# A host id range of the test's own: one of 2,000 blocks of 65536 ids from 2,100,000,000 (below
+# the node's own blocks, sandbox/POLICY.md "Host ids"), the first free one from one chosen by the
+# pid, held with a lock for as long as the test runs.  Two tests that ran at once on one range
+# (tests/run -j, or a second checkout's suite) would each find the other's processes as
+# leftovers, and share the kernel's per-user budgets.  The launcher and the node close the lock's
+# descriptor (close_range), so nothing a test starts holds it longer.
+mkdir -p /run/lock/lazyroot-tests
+_sb_block=$(($$ % 2000))
+for _ in $(seq 2000); do
+	exec {_SB_IDS_FD}>"/run/lock/lazyroot-tests/ids.$_sb_block"
+	flock -n "$_SB_IDS_FD" && break
+	exec {_SB_IDS_FD}>&-
+	_sb_block=$(((_sb_block + 1) % 2000))
+	_SB_IDS_FD=
+done
+[ -n "$_SB_IDS_FD" ] || fail "every test id range is held (/run/lock/lazyroot-tests)"
+SB_UID_BASE=$((2100000000 + _sb_block * 65536))
 _sb_count=0
 
 sb_run() {

@@ -100,7 +100,7 @@ bool store_layout_key(const char *path, char *out, size_t outlen);
  * components, no leading '/', printable. */
 bool store_key_valid(const char *key);
 
-int store_dir_open(const char *path, struct store **ret);
+int store_dir_open(const char *path, bool create, struct store **ret);
 /* o: never NULL (store.c passes zeroed options for defaults). */
 int store_http_open(const char *url, const struct store_options *o, struct store **ret);
 /* s3://BUCKET[/PREFIX]: the HTTP store speaking S3 (see store.h). */

@@ -41,7 +41,6 @@ struct store *store_alloc(const struct store_ops *ops, void *backend)
 	return s;
 }
 
-/* One store, not a list of mirrors. */
 /* Record the URL a store was opened with and hand the store out; frees it
  * on failure. */
 static int set_url(struct store *s, const char *url, struct store **ret)
@@ -55,7 +54,24 @@ static int set_url(struct store *s, const char *url, struct store **ret)
 	return 0;
 }
 
-static int open_one(const char *url, const struct store_options *o, struct store **ret)
+/* Whether url starts with a URL scheme (RFC 3986: a letter, then letters,
+ * digits, '+', '-' or '.', then ':'), so that "dri:/x" is a scheme we do not
+ * know rather than a relative directory of that name. */
+static bool has_scheme(const char *url)
+{
+	if (!isalpha((unsigned char)*url))
+		return false;
+	for (url++; *url && *url != ':'; url++)
+		if (!isalnum((unsigned char)*url) && !strchr("+-.", *url))
+			return false;
+	return *url == ':';
+}
+
+/* One store, not a list of mirrors.  A directory store is named by an
+ * absolute path only: a relative one would mean another directory to the node
+ * service than to the command that named it. */
+static int open_one(const char *url, const struct store_options *o, bool create,
+                    struct store **ret)
 {
 	static const struct store_options defaults;
 	const char *path = NULL;
@@ -69,11 +85,18 @@ static int open_one(const char *url, const struct store_options *o, struct store
 	} else {
 		if (!strncmp(url, "dir:", 4))
 			path = url + 4;
-		else if (url[0] == '/' || url[0] == '.' || !strstr(url, "://"))
+		else if (has_scheme(url))
+			return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme "
+			                 "(dir:, http://, https://, s3://)", url);
+		else
 			path = url;
-		if (!path)
-			return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme", url);
-		r = store_dir_open(path, &s);
+		if (path[0] != '/')
+			return log_error(-EINVAL, "store '%s': not an absolute path", url);
+		r = store_dir_open(path, create, &s);
+		if (r == -ENOENT)
+			return log_error(r, "store '%s': no such store", url);
+		if (r == -ENOTDIR)
+			return log_error(r, "store '%s': not a directory", url);
 	}
 	if (r < 0)
 		return r;
@@ -91,7 +114,9 @@ int store_reopen(const struct store *s, struct store **ret)
 	return store_open_with(s->url, s->opts, ret);
 }
 
-int store_open_with(const char *url, const struct store_options *o, struct store **ret)
+/* A list of mirrors: create applies to the first, the one builds push to. */
+static int open_url(const char *url, const struct store_options *o, bool create,
+                    struct store **ret)
 {
 	_cleanup_free_ char *copy = NULL;
 	struct store **v = NULL, *s = NULL;
@@ -100,15 +125,18 @@ int store_open_with(const char *url, const struct store_options *o, struct store
 	int r = 0;
 
 	if (!strchr(url, ','))
-		return open_one(url, o, ret);
+		return open_one(url, o, create, ret);
 	copy = strdup(url);
 	v = calloc(strlen(url) / 2 + 2, sizeof(*v));
 	if (!copy || !v) {
 		free(v);
 		return -ENOMEM;
 	}
-	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save))
-		r = open_one(u, o, &v[n++]);
+	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save)) {
+		r = open_one(u, o, create && n == 0, &v[n]);
+		if (r == 0)
+			n++;
+	}
 	if (r == 0 && n < 2)
 		r = log_error(-EINVAL, "store '%s': a list of mirrors needs two stores or more", url);
 	if (r < 0) {
@@ -122,6 +150,16 @@ int store_open_with(const char *url, const struct store_options *o, struct store
 		return r;
 	s->opts = o;
 	return set_url(s, url, ret);
+}
+
+int store_open_with(const char *url, const struct store_options *o, struct store **ret)
+{
+	return open_url(url, o, false, ret);
+}
+
+int store_create(const char *url, const struct store_options *o, struct store **ret)
+{
+	return open_url(url, o, true, ret);
 }
 
 static void deferred_free(struct deferred *d)

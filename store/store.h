@@ -2,7 +2,8 @@
  * store.h — chunk stores: one small asynchronous interface (get, head, put,
  * list) and its backends, picked by URL:
  *
- *   dir:/path or /path     files under a fan-out directory tree
+ *   dir:/path or /path     files under a fan-out directory tree (an absolute
+ *                          path; only store_create makes a missing one)
  *   http://… or https://…  an HTTP server that stores PUT bodies (nginx
  *                          WebDAV); see "HTTP" below
  *   s3://BUCKET[/PREFIX]   an S3-compatible object store; see "S3" below
@@ -130,8 +131,14 @@ static inline bool store_s3_region_valid(const char *r)
 	return true;
 }
 
-/* Open the store at url with o (NULL: defaults).  Logs its errors. */
+/* Open the store at url with o (NULL: defaults).  Logs its errors, one line
+ * naming url.  A `dir:` store is an absolute path that exists (-ENOENT
+ * otherwise); a URL scheme not listed above is -EPROTONOSUPPORT. */
 int store_open_with(const char *url, const struct store_options *o, struct store **ret);
+/* store_open_with, except that a `dir:` store that does not exist is made
+ * (the first of a list of mirrors only): for the commands that publish into a
+ * store (build, image copy's target), never for those that read one. */
+int store_create(const char *url, const struct store_options *o, struct store **ret);
 /* store_open_with(url, NULL, ret). */
 int store_open(const char *url, struct store **ret);
 /* Another handle on the store s opened (same URL, same options), for another

@@ -206,7 +206,7 @@ int cmd_build(int argc, char **argv)
 	p.progress = !noprog && !json && isatty(STDERR_FILENO);
 	p.tmp_dir = cfg.tmp_dir;
 
-	r = tools_store_open(&cfg, &so, &s);
+	r = tools_store_open(&cfg, &so, true, &s);
 	if (r < 0)
 		return 1;
 	if (p.pack && !store_holds_packs(s)) {

@@ -629,7 +629,7 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 	node_config_store_options(cfg, &so);
 	r = store_open_with(from, &so, &src);
 	if (r == 0)
-		r = store_open_with(to, &so, &dst);
+		r = store_create(to, &so, &dst);
 	if (r == 0 && ((r = store_set_loop(src, lp)) < 0 || (r = store_set_loop(dst, lp)) < 0))
 		log_errno(r, "image copy: setting up");
 	if (r == 0)
@@ -806,7 +806,7 @@ int cmd_image(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = tools_store_open(&o.cfg, &so, &s);
+	r = tools_store_open(&o.cfg, &so, false, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "ls"))

@@ -363,8 +363,10 @@ static void test_store__streamed_put_commits_aborts_replaces(void **state)
 	assert_int_equal(store_local_size(s, "packs/ffffffffffffffffffffffffffffffff"), -ENOENT);
 	assert_int_equal(store_put_begin(s, "packs/../x"), -EINVAL);
 	/* stores that keep no local files hold no packs */
+	snprintf(url, sizeof(url), "%s/b", root);
+	assert_true(mkdir(url, 0755) == 0 || errno == EEXIST);
 	snprintf(url, sizeof(url), "dir:%s/a,dir:%s/b", root, root);
-	assert_int_equal(store_open(url, &m), 0);
+	assert_int_equal(store_create(url, NULL, &m), 0);
 	assert_true(store_holds_packs(s));
 	assert_false(store_holds_packs(m));
 	assert_int_equal(store_put_begin(m, key), -EOPNOTSUPP);
@@ -443,6 +445,43 @@ static void test_store__unsupported_scheme(void **state)
 	struct store *s = NULL;
 
 	assert_int_equal(store_open("gopher://x/y", &s), -EPROTONOSUPPORT);
+	/* a typo of a scheme is not a relative directory of that name */
+	assert_int_equal(store_create("dri:/x", NULL, &s), -EPROTONOSUPPORT);
+	assert_null(s);
+}
+
+/* Only store_create makes a store, and only at an absolute path: a mistyped
+ * or missing store is an error, never a new empty one that lists nothing. */
+static void test_store__missing_or_relative_refused(void **state)
+{
+	struct store *s = NULL;
+	char url[256], path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/typo/store", root);
+	snprintf(url, sizeof(url), "dir:%s", path);
+	assert_int_equal(store_open(url, &s), -ENOENT);
+	assert_int_equal(store_open(path, &s), -ENOENT);
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(store_open("dir:relative", &s), -EINVAL);
+	assert_int_equal(store_create("dir:relative", NULL, &s), -EINVAL);
+	assert_int_equal(store_create("relative/store", NULL, &s), -EINVAL);
+	assert_int_equal(store_create("./store", NULL, &s), -EINVAL);
+	assert_null(s);
+	/* a file is not a store */
+	snprintf(path, sizeof(path), "%s/afile", root);
+	close(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+	assert_int_equal(store_open(path, &s), -ENOTDIR);
+	/* a list of mirrors: one missing member fails the list */
+	snprintf(url, sizeof(url), "dir:%s,dir:%s/typo2", root, root);
+	assert_int_equal(store_open(url, &s), -ENOENT);
+	/* created, then opened */
+	snprintf(url, sizeof(url), "dir:%s/new/store", root);
+	assert_int_equal(store_create(url, NULL, &s), 0);
+	store_free(s);
+	s = NULL;
+	assert_int_equal(store_open(url, &s), 0);
+	store_free(s);
 }
 
 static void test_store__layout_fans_out_chunks_here_and_aside(void **state)
@@ -639,6 +678,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__loop_mode_pack_reads_keep_few_fds, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_store__unsupported_scheme, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__missing_or_relative_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__layout_fans_out_chunks_here_and_aside,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__times_parse_http_and_iso, setup, teardown),

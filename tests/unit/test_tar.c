@@ -164,7 +164,7 @@ static int setup_each(void **state)
 	if (!mkdtemp(root))
 		return -1;
 	snprintf(url, sizeof(url), "dir:%s/store", root);
-	if (store_open(url, &st) < 0)
+	if (store_create(url, NULL, &st) < 0)
 		return -1;
 	build_params_default(&p);
 	p.threads = 1;

@@ -93,9 +93,9 @@ static int open_one(const char *url, const struct store_options *o, bool create,
 		if (path[0] != '/')
 			return log_error(-EINVAL, "store '%s': not an absolute path", url);
 		r = store_dir_open(path, create, &s);
-		if (r == -ENOENT)
+		if (!create && r == -ENOENT)
 			return log_error(r, "store '%s': no such store", url);
-		if (r == -ENOTDIR)
+		if (!create && r == -ENOTDIR)
 			return log_error(r, "store '%s': not a directory", url);
 	}
 	if (r < 0)
@@ -698,29 +698,6 @@ void store_names_free(char **names)
 	free(names);
 }
 
-int store_tag_key(const char *ref, char *out, size_t outlen)
-{
-	const char *colon = strrchr(ref, ':');
-	const char *slash = strrchr(ref, '/');
-	int n;
-
-	/* a colon before the last '/' belongs to a registry host:port, not a tag */
-	if (colon && slash && colon < slash)
-		colon = NULL;
-	if (!*ref || *ref == '/' || (colon && (colon == ref || !colon[1])))
-		return -EINVAL;
-	for (const char *p = ref; *p; p++)
-		if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '\\')
-			return -EINVAL;
-	if (colon)
-		n = snprintf(out, outlen, "tags/%s", ref);
-	else
-		n = snprintf(out, outlen, "tags/%s:latest", ref);
-	if (n < 0 || (size_t)n >= outlen)
-		return -ENAMETOOLONG;
-	return store_key_valid(out) ? 0 : -EINVAL;
-}
-
 bool store_is_index_name(const char *s)
 {
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
@@ -738,7 +715,8 @@ int store_resolve(struct store *s, const char *ref, char ret_hex[33])
 	}
 	r = store_tag_key(ref, key, sizeof(key));
 	if (r < 0)
-		return log_error(r, "image '%s': not a valid name[:tag]", ref);
+		return log_error(r, "image '%s': not a valid reference: %s", ref,
+		                 store_ref_invalid(ref) ?: "too long");
 	r = store_get_sync(s, key, &b);
 	if (r == -ENOENT)
 		return log_error(r, "image '%s': no such tag in store '%s'", ref, s->url);

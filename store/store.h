@@ -227,8 +227,12 @@ void store_names_free(char **names);
 
 /* ---- images in a store ----------------------------------------------------- */
 
-/* "name[:tag]" → key "tags/name:tag" (tag defaults to "latest").  Refuses
- * empty parts, "..", control characters and leading '/' (-EINVAL). */
+/* Whether ref, "name[:tag]", follows the OCI reference grammar (store/ref.c):
+ * NULL if it does, else why not, a static sentence fragment for a message
+ * such as "--tag 'X:1': not a valid reference: %s". */
+const char *store_ref_invalid(const char *ref);
+/* "name[:tag]" → key "tags/name:tag" (tag defaults to "latest").  -EINVAL
+ * for a ref that store_ref_invalid refuses; -ENAMETOOLONG when out is short. */
 int store_tag_key(const char *ref, char *out, size_t outlen);
 /* Resolve REF — a tag "name[:tag]" or an index name (32 hex digits) — to the
  * index's name in hex (33 bytes with NUL). */

@@ -193,7 +193,8 @@ int cmd_build(int argc, char **argv)
 		char key[1200];
 
 		if (store_tag_key(tag, key, sizeof(key)) < 0) {
-			log_error(-EINVAL, "--tag '%s': not a valid name[:tag]", tag);
+			log_error(-EINVAL, "--tag '%s': not a valid reference: %s", tag,
+			          store_ref_invalid(tag) ?: "too long");
 			return 2;
 		}
 	}

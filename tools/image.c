@@ -528,7 +528,8 @@ static int image_rm(struct store *s, char **refs, int n)
 
 		r = store_tag_key(refs[i], key, sizeof(key));
 		if (r < 0) {
-			ret = log_error(r, "image '%s': not a valid name[:tag]", refs[i]);
+			ret = log_error(r, "image '%s': not a valid reference: %s", refs[i],
+			                store_ref_invalid(refs[i]) ?: "too long");
 			continue;
 		}
 		/* a HEAD first: S3 answers a DELETE of nothing with success */

@@ -155,6 +155,44 @@ static void test_store__tag_keys(void **state)
 	assert_int_equal(store_tag_key("name:", key, sizeof(key)), -EINVAL);
 }
 
+/* The OCI reference grammar: what a registry takes, and nothing else. */
+static void test_store__reference_grammar(void **state)
+{
+	static const char *const good[] = {
+		"x", "x:1", "a/b/c:v1.2-rc_3", "my-app", "my--app", "a_b", "a__b", "a.b",
+		"0abc", "localhost/app", "localhost:5000/app:1", "reg.example.com/lib/app:TAG_1",
+		"Reg-1.Example.com:443/app", "x:_tag", "x:A", "app:1.2.3",
+	};
+	static const char *const bad[] = {
+		"-x:1", "X:1", "x:1:2", "x;rm:1", "x:", ":1", "x:-1", "x:.1", "a//b", "a/", "_a",
+		"a_", "a.", "a___b", "a..b", "a._b", "App", "a b", "x:a b", "a@sha256:00",
+		"-reg.com/a", "reg.com:/a", "reg.com:5x/a", "reg..com/a", "reg.com./a", "x/y:1/z",
+	};
+	char key[512], longname[300], longtag[200];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		if (store_ref_invalid(good[i]))
+			fail_msg("'%s' refused: %s", good[i], store_ref_invalid(good[i]));
+		assert_int_equal(store_tag_key(good[i], key, sizeof(key)), 0);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		if (!store_ref_invalid(bad[i]))
+			fail_msg("'%s' accepted", bad[i]);
+		assert_int_equal(store_tag_key(bad[i], key, sizeof(key)), -EINVAL);
+	}
+	memset(longname, 'a', 255);
+	longname[255] = 0;
+	assert_null(store_ref_invalid(longname));
+	strcpy(longname + 255, "a");
+	assert_non_null(store_ref_invalid(longname));
+	memcpy(longtag, "x:", 2);
+	memset(longtag + 2, 't', 128);
+	longtag[130] = 0;
+	assert_null(store_ref_invalid(longtag));
+	strcpy(longtag + 130, "t");
+	assert_non_null(store_ref_invalid(longtag));
+}
+
 static void test_store__resolve_tag_and_index_name(void **state)
 {
 	struct store *s = open_store();
@@ -667,6 +705,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__list_is_sorted_and_filtered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__async_callbacks_run_from_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__bad_keys_refused, setup, teardown),
+		cmocka_unit_test(test_store__reference_grammar),
 		cmocka_unit_test_setup_teardown(test_store__tag_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__resolve_tag_and_index_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__index_verified_against_name, setup, teardown),

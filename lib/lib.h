@@ -56,6 +56,10 @@ int log_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * "<message>: <strerror> (<detail>)" and forgets it.  A detail for another
  * error, or a new one, replaces it. */
 void log_detail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* log_detail, and the next log_errno(err, …) says cause instead of
+ * strerror: for an errno that stands for something it has no words for. */
+void log_detail_as(int err, const char *cause, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* ---- hashing and hex ---------------------------------------------------- */
 

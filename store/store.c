@@ -104,6 +104,11 @@ static int open_one(const char *url, const struct store_options *o, bool create,
 	return set_url(s, url, ret);
 }
 
+const char *store_strerror(int err)
+{
+	return err == STORE_ERR_RESOLVE ? "cannot resolve host name" : strerror(-err);
+}
+
 int store_open(const char *url, struct store **ret)
 {
 	return store_open_with(url, NULL, ret);

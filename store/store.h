@@ -28,10 +28,13 @@
  * `autoindex on; autoindex_format json;` form (image ls lists tags/; store gc
  * and verify list every area, and gc also needs `dav_methods PUT DELETE MOVE`).
  * 404 and 410 are -ENOENT; other 4xx fail at once (401/403 -EACCES, the rest
- * -EPROTO); connection failures, resets, timeouts, short bodies, 408, 429 and
- * 5xx are retried with exponential backoff and jitter (50 ms doubling up to
- * 2 s) until the operation's fetch timeout (store_set_fetch_timeout) ends,
- * then fail with the last error.  Proxies: libcurl's usual variables
+ * -EPROTO); resets, timeouts, short bodies, 408, 429 and 5xx are retried
+ * with exponential backoff and jitter (50 ms doubling up to 2 s) until the
+ * operation's fetch timeout (store_set_fetch_timeout) ends, then fail with
+ * the last error.  A refused connection (-ECONNREFUSED) and a host name that
+ * does not resolve (STORE_ERR_RESOLVE, said "cannot resolve host name") are
+ * retried for 2 s only: a retry seldom mends them, and a store that is not
+ * there must fail in seconds, not at the fetch timeout.  Proxies: libcurl's usual variables
  * (http_proxy, https_proxy, no_proxy), which libcurl reads itself.  TLS: the
  * system's CA store, or the store options' CA file and directory.  Tuning:
  * the store options' transfers in flight per store handle (default 32:
@@ -48,7 +51,8 @@
  * https://s3.REGION.amazonaws.com; REGION (default us-east-1); keys (and a
  * session token, sent as x-amz-security-token), else the profile (else
  * "default") of the shared credentials file (else HOME/.aws/credentials);
- * with no keys anywhere requests go unsigned (public buckets).  A PUT carries
+ * with no keys anywhere requests go unsigned (public buckets), said once per
+ * process on stderr.  A PUT carries
  * the sha256 of its body, which the server checks.  list is ListObjectsV2
  * (pages of the options' s3_list_max_keys keys, default the server's 1000),
  * any prefix.  Status mapping as for HTTP, except that
@@ -130,6 +134,13 @@ static inline bool store_s3_region_valid(const char *r)
 			return false;
 	return true;
 }
+
+/* The errno of a store host name that does not resolve: no errno means that,
+ * so one that no store operation otherwise returns stands for it, and
+ * store_strerror says it in words. */
+#define STORE_ERR_RESOLVE (-EADDRNOTAVAIL)
+/* strerror(-err), except for STORE_ERR_RESOLVE: "cannot resolve host name". */
+const char *store_strerror(int err);
 
 /* Open the store at url with o (NULL: defaults).  Logs its errors, one line
  * naming url.  A `dir:` store is an absolute path that exists (-ENOENT

@@ -57,3 +57,25 @@ expect_refused "$WORK/nosrc': no such store" "$LAZYROOT" image copy t:1 --from "
 	--to "dir:$WORK/b"
 check "$LAZYROOT" image copy t:1 --from "dir:$WORK/a/store" --to "dir:$WORK/b" --json
 check test -e "$WORK/b/tags/t:1"
+
+# A remote store that is not there fails in seconds, saying what happened: a refused
+# connection is retried briefly (not for the 30 s fetch timeout), and a name that does not
+# resolve is said as such.  remote_fails WORD URL
+remote_fails() {
+	local err rc=0 t0 ms
+	t0=$(date +%s%N)
+	err=$("$LAZYROOT" image ls --store "$2" 2>&1 >/dev/null) || rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	log "$2 (${ms} ms): $err"
+	check test "$rc" -ne 0
+	check test "$(wc -l <<<"$err")" = 1
+	check grep -qF -- "$1" <<<"$err"
+	check test "$ms" -lt 8000
+}
+remote_fails "Connection refused" "http://127.0.0.1:$(free_port)/store"
+remote_fails "cannot resolve host name" "http://lazyroot-no-such-host.invalid/store"
+# S3 with no keys anywhere says, once, that its requests go unsigned
+err=$(HOME=$WORK AWS_ACCESS_KEY_ID='' AWS_SECRET_ACCESS_KEY='' "$LAZYROOT" image ls \
+	--store "s3+http://127.0.0.1:$(free_port)/bucket" 2>&1 >/dev/null) || true
+log "s3 unsigned: $err"
+check test "$(grep -c 'sending unsigned requests' <<<"$err")" = 1

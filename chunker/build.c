@@ -851,7 +851,8 @@ int build_finish(struct build *b, const char *tag, struct build_summary *ret)
 		r = store_tag_key(tag, key, sizeof(key));
 		if (r < 0) {
 			image_free(img);
-			return log_error(r, "tag '%s': not a valid name[:tag]", tag);
+			return log_error(r, "tag '%s': not a valid reference: %s", tag,
+			                 store_ref_invalid(tag) ?: "too long");
 		}
 		snprintf(content, sizeof(content), "%s\n", ret->index);
 		/* what the tag names is there, and the tag lands while a

@@ -569,14 +569,22 @@ int tar_reader_next(struct tar_reader *r, const struct tar_entry **ret)
 		n = tar_stream_read(r, h, TAR_BLOCK);
 		if (n < 0)
 			return (int)n;
+		/* Input that ends without the two zero blocks is refused, also at a
+		 * member boundary: GNU tar accepts that with a warning, but a build
+		 * would publish whatever part of a cut download arrived. */
 		if (n == 0) {
 			if (pending)
 				return log_error(-EPIPE, "%s: truncated archive: extended header "
 				                 "without its member", r->name);
-			log_msg(LOG_WARN, "%s: missing end-of-archive marker", r->name);
-			r->ended = true;
-			return 0;
+			if (hdr_off == 0)
+				return log_error(-EBADMSG, "%s: empty file, not a tar archive", r->name);
+			return log_error(-EPIPE, "%s: truncated archive: ends at offset %llu without "
+			                 "its end-of-archive marker", r->name,
+			                 (unsigned long long)hdr_off);
 		}
+		if (n < TAR_BLOCK && hdr_off == 0)
+			return log_error(-EBADMSG, "%s: not a tar archive (shorter than one header)",
+			                 r->name);
 		if (n < TAR_BLOCK)
 			return log_error(-EPIPE, "%s: truncated archive: partial header at offset %llu",
 			                 r->name, (unsigned long long)hdr_off);
@@ -590,6 +598,9 @@ int tar_reader_next(struct tar_reader *r, const struct tar_entry **ret)
 			r->ended = true;
 			return 0;
 		}
+		if (!checksum_ok(h) && hdr_off == 0)
+			return log_error(-EBADMSG, "%s: not a tar archive (no valid header at its start)",
+			                 r->name);
 		if (!checksum_ok(h))
 			return log_error(-EBADMSG, "%s: bad tar header checksum at offset %llu",
 			                 r->name, (unsigned long long)hdr_off);

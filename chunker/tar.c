@@ -14,9 +14,10 @@
  * tar-entry.c applies what the headers said to the member's entry (name,
  * attributes, type, xattrs, sparse map) and checks it.
  *
- * End of input: the archive ends at two zero blocks.  Input that stops at a
- * member boundary without them is accepted with a warning, as GNU tar does;
- * input that stops inside a header or a member's data is "truncated".
+ * End of input: the archive ends at two zero blocks.  Input that stops
+ * without them, at a member boundary or inside a header or a member's data,
+ * is "truncated"; an empty input, or one whose first block is no tar header,
+ * is "not a tar archive".
  */
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -56,6 +56,10 @@ int log_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * "<message>: <strerror> (<detail>)" and forgets it.  A detail for another
  * error, or a new one, replaces it. */
 void log_detail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* log_detail, and the next log_errno(err, …) says cause instead of
+ * strerror: for an errno that stands for something it has no words for. */
+void log_detail_as(int err, const char *cause, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* ---- hashing and hex ---------------------------------------------------- */
 
@@ -169,6 +173,10 @@ int parse_uint(const char *s, uint64_t max, uint64_t *ret);
  * "h", or a bare number in unit_ms milliseconds ("30" with unit_ms 1000 is
  * 30 s).  -EINVAL for anything else or more than max_ms. */
 int parse_duration(const char *s, uint64_t unit_ms, uint64_t max_ms, uint64_t *ret_ms);
+/* Seconds as a limit: a number (a fraction allowed: "0.5") or a whole number
+ * with a unit as parse_duration takes ("500ms", "2s", "10m", "1h"), at most
+ * max_s.  -EINVAL otherwise. */
+int parse_seconds(const char *s, double max_s, double *ret_s);
 /* Human-readable size into out (e.g. "1.4 MiB"). */
 const char *format_size(uint64_t n, char *out, size_t outlen);
 

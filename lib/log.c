@@ -7,6 +7,7 @@ int log_verbosity = LOG_WARN;
  * on the thread whose caller then logs the error */
 static __thread int detail_err;
 static __thread char detail[512];
+static __thread char detail_cause[64];   /* empty: strerror */
 
 __attribute__((format(printf, 1, 0)))
 static void vlog(const char *fmt, va_list ap, int err)
@@ -15,7 +16,8 @@ static void vlog(const char *fmt, va_list ap, int err)
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (err && detail_err == err) {
-		fprintf(stderr, "lazyroot: %s: %s (%s)\n", msg, strerror(-err), detail);
+		fprintf(stderr, "lazyroot: %s: %s (%s)\n", msg,
+		        *detail_cause ? detail_cause : strerror(-err), detail);
 		detail_err = 0;
 	} else if (err)
 		fprintf(stderr, "lazyroot: %s: %s\n", msg, strerror(-err));
@@ -62,4 +64,16 @@ void log_detail(int err, const char *fmt, ...)
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
 	detail_err = err;
+	detail_cause[0] = 0;
+}
+
+void log_detail_as(int err, const char *cause, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	detail_err = err;
+	snprintf(detail_cause, sizeof(detail_cause), "%s", cause);
 }

@@ -316,6 +316,26 @@ int parse_duration(const char *s, uint64_t unit_ms, uint64_t max_ms, uint64_t *r
 	return 0;
 }
 
+int parse_seconds(const char *s, double max_s, double *ret_s)
+{
+	uint64_t ms;
+	char *end;
+	double v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	if (parse_duration(s, 1000, (uint64_t)(max_s * 1000), &ms) == 0) {
+		*ret_s = (double)ms / 1000;
+		return 0;
+	}
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v > max_s)
+		return -EINVAL;
+	*ret_s = v;
+	return 0;
+}
+
 int parse_size(const char *s, uint64_t *ret)
 {
 	char *end;

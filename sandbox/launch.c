@@ -724,6 +724,10 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 	};
 
 	memset(ret, 0, sizeof(*ret));
+	ret->time_limit = sb->timeout;
+	ret->memory_limit = sb->memory;
+	ret->output_limit = sb->output;
+	ret->pids_limit = sb->pids;
 	return plan_run(&l);
 }
 

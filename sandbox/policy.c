@@ -377,6 +377,7 @@ enum field_type {
 	F_U64,          /* min..max into a uint64_t */
 	F_SIZE,         /* parse_size(), at least min, into a uint64_t */
 	F_REAL,         /* a number 0..max (a fraction allowed) into a double */
+	F_SECONDS,      /* parse_seconds(): F_REAL, or a whole number with ms, s, m or h */
 	F_BOOL,
 	F_WRITABLE,     /* a path, repeatable; the first replaces the default; none */
 	F_PATHS,        /* a path, repeatable */
@@ -399,6 +400,7 @@ enum field_type {
 #define TN_F_U64 "count"
 #define TN_F_SIZE "size"
 #define TN_F_REAL "number"
+#define TN_F_SECONDS "duration"
 #define TN_F_BOOL "bool"
 #define TN_F_WRITABLE "paths"
 #define TN_F_PATHS "paths"
@@ -457,8 +459,8 @@ static const struct field fields[] = {
 	    "end the sandbox when a fork fails on the pids limit"),
 	ROW("cpus", F_REAL, cpus, 0, 4096, "1", false, "CPU bandwidth in cores; 0: no limit"),
 	ROW("nofile", F_U64, nofile, 1, 1u << 22, "1024", false, "RLIMIT_NOFILE, soft and hard"),
-	ROW("timeout", F_REAL, timeout, 0, 1e7, "600", false,
-	    "wall-clock seconds from the clone; 0: no limit"),
+	ROW("timeout", F_SECONDS, timeout, 0, 1e7, "600", false,
+	    "wall-clock limit from the clone: seconds, or 500ms, 2s, 10m, 1h; 0: no limit"),
 	ROW("output", F_SIZE, output, 0, 0, "64M", false,
 	    "cap on stdout and stderr together; 0: no cap"),
 	ROW("landlock", F_BOOL, landlock, 0, 0, "true", false,
@@ -562,7 +564,10 @@ static int apply(struct sandbox *sb, const struct field *f, const char *key, con
 		*(uint64_t *)p = n;
 		return 0;
 	case F_REAL:
-		if ((r = parse_double(v, f->pub.max, &d)) < 0)
+	case F_SECONDS:
+		r = f->type == F_REAL ? parse_double(v, f->pub.max, &d) :
+		                        parse_seconds(v, f->pub.max, &d);
+		if (r < 0)
 			return r;
 		*(double *)p = d;
 		return 0;
@@ -627,7 +632,7 @@ void sandbox_policy_fields(FILE *f)
 
 		if (row->type == F_U32 || row->type == F_U64 || row->type == F_ID_BASE)
 			snprintf(bounds, sizeof(bounds), " %.0f..%.0f", d->min, d->max);
-		else if (row->type == F_REAL)
+		else if (row->type == F_REAL || row->type == F_SECONDS)
 			snprintf(bounds, sizeof(bounds), " 0..%g", d->max);
 		else if (row->type == F_SIZE && d->min > 0)
 			snprintf(bounds, sizeof(bounds), " >0");

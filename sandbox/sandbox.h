@@ -129,6 +129,11 @@ struct sandbox_result {
 	bool stderr_open_line;  /* the sandbox's stderr did not end with a newline */
 	uint32_t uid_base;      /* host uid of id 0 inside (gid: gid_base) */
 	uint32_t gid_base;
+	/* the limits in force, for a message naming the one that killed_by names */
+	double time_limit;      /* seconds; 0: none */
+	uint64_t memory_limit;  /* bytes; 0: none */
+	uint64_t output_limit;  /* bytes; 0: none */
+	uint64_t pids_limit;    /* processes; 0: none */
 };
 
 /* Run argv[0] (searched in the sandbox's PATH) with the policy in force.

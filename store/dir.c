@@ -840,21 +840,34 @@ static const struct store_ops dir_ops = {
 };
 
 /*
- * Open (creating when missing) the store rooted at path.  A missing root is
- * created so that the first build into a new store works; a root that exists
- * but cannot be opened or written is an error naming it.
+ * Open the store rooted at path, an absolute path (the caller checked).  With
+ * create, a missing root is made, so that the first build into a new store
+ * works; without it a missing root is -ENOENT and a root that is not a
+ * directory -ENOTDIR, neither logged (the caller names the URL it was given),
+ * so that a mistyped store is an error rather than a new, empty store that
+ * lists nothing.  A root that exists but cannot be opened is logged.
  */
-int store_dir_open(const char *path, struct store **ret)
+int store_dir_open(const char *path, bool create, struct store **ret)
 {
 	struct store *s;
 	struct dir_store *d;
+	struct stat st;
 	int r;
 
 	if (!*path)
 		return log_error(-EINVAL, "store: empty directory path");
-	r = mkdir_p(path, 0755);
-	if (r < 0)
-		return log_errno(r, "store '%s': cannot create directory", path);
+	if (create) {
+		r = mkdir_p(path, 0755);
+		if (r < 0)
+			return log_errno(r, "store '%s': cannot create directory", path);
+	} else if (stat(path, &st) < 0) {
+		r = -errno;
+		if (r == -ENOENT)
+			return r;  /* the caller names its URL */
+		return log_errno(r, "store '%s'", path);
+	} else if (!S_ISDIR(st.st_mode)) {
+		return -ENOTDIR;
+	}
 	d = calloc(1, sizeof(*d));
 	s = d ? store_alloc(&dir_ops, d) : NULL;
 	if (!s) {

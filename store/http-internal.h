@@ -43,6 +43,7 @@ struct xfer {
 	struct buf body;
 	unsigned attempt;             /* retries made */
 	uint64_t deadline_ns;         /* no retry starts after this */
+	uint64_t brief_deadline_ns;   /* nor, after an HTTP_RETRY_BRIEF failure, after this */
 	uint64_t due_ns;              /* retry list: when to go again */
 	int last_err;
 	/* list: the directories still to read and the names found */

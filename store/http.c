@@ -40,6 +40,7 @@
  * server's error <Code> in failure messages (404 NoSuchBucket is an error,
  * not a missing object).  The parsing lives in s3.c.
  */
+#include <stdatomic.h>
 #include <curl/curl.h>
 #include <limits.h>
 #include <poll.h>
@@ -114,11 +115,11 @@ enum http_verdict http_classify(int cc, long status, int *ret_err)
 		break;
 	case CURLE_COULDNT_CONNECT:
 		*ret_err = -ECONNREFUSED;
-		return HTTP_RETRY;
+		return HTTP_RETRY_BRIEF;
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_RESOLVE_PROXY:
-		*ret_err = -EHOSTUNREACH;
-		return HTTP_RETRY;
+		*ret_err = STORE_ERR_RESOLVE;
+		return HTTP_RETRY_BRIEF;
 	case CURLE_OPERATION_TIMEDOUT:
 		*ret_err = -ETIMEDOUT;
 		return HTTP_RETRY;
@@ -635,6 +636,19 @@ static const char *method(const struct xfer *x)
 	return names[x->kind];
 }
 
+/* The detail of a transfer that failed in transport, for the caller's
+ * message; a name that did not resolve is said as such, not as the errno
+ * that stands for it. */
+static void curl_detail(struct xfer *x, CURLcode cc, int err)
+{
+	if (err == STORE_ERR_RESOLVE)
+		log_detail_as(err, store_strerror(err), "%s %s: %s, %u retries", method(x), x->url,
+		              curl_easy_strerror(cc), x->attempt);
+	else
+		log_detail(err, "%s %s: %s, %u retries", method(x), x->url, curl_easy_strerror(cc),
+		           x->attempt);
+}
+
 /* A request failed for good with err: say what the server said, for the
  * caller's message (log_detail).  s3: the <Code> of its error body, and 404
  * NoSuchBucket becomes -ENXIO (a missing bucket is not a missing object). */
@@ -649,8 +663,7 @@ static int fail_detail(struct xfer *x, CURLcode cc, long status, int err)
 	if (err == -ENOENT)
 		return err;
 	if (cc != CURLE_OK)
-		log_detail(err, "%s %s: %s, %u retries", method(x), x->url, curl_easy_strerror(cc),
-		           x->attempt);
+		curl_detail(x, cc, err);
 	else if (status == 403 && x->kind == X_HEAD && x->h->s3)
 		log_detail(err, "%s %s: HTTP 403: wrong keys, or not allowed", method(x), x->url);
 	else
@@ -697,17 +710,21 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 			http_list_advance(x, 0);
 		return;
 	}
-	if (v == HTTP_RETRY) {
+	if (v == HTTP_RETRY_BRIEF && !x->brief_deadline_ns)
+		x->brief_deadline_ns = MIN(x->deadline_ns, now_ns() + HTTP_BRIEF_RETRY_NS);
+	if (v == HTTP_RETRY || v == HTTP_RETRY_BRIEF) {
+		uint64_t deadline = v == HTTP_RETRY ? x->deadline_ns : x->brief_deadline_ns;
+
 		x->last_err = err;
-		if (now_ns() < x->deadline_ns) {
+		if (now_ns() < deadline) {
 			x->attempt++;
 			STORE_COUNT(h->s, retries, 1);
 			log_msg(LOG_DEBUG, "store '%s': %s: %s (HTTP %ld); retry %u", h->s->url, x->url,
 			        curl_easy_strerror(cc), status, x->attempt);
 			x->due_ns = now_ns() + http_backoff_ns(x->attempt, HTTP_BACKOFF_BASE_NS,
 			                                       HTTP_BACKOFF_CAP_NS, rnd_next(h));
-			if (x->due_ns > x->deadline_ns)
-				x->due_ns = x->deadline_ns;
+			if (x->due_ns > deadline)
+				x->due_ns = deadline;
 			for (struct xfer **pp = &h->retry;; pp = &(*pp)->next) {
 				if (!*pp || (*pp)->due_ns > x->due_ns) {
 					x->next = *pp;
@@ -721,8 +738,7 @@ static void xfer_done(struct xfer *x, CURLcode cc)
 		log_msg(LOG_INFO, "store '%s': %s: %s (HTTP %ld); giving up after %u retries",
 		        h->s->url, x->url, curl_easy_strerror(cc), status, x->attempt);
 		if (cc != CURLE_OK)
-			log_detail(err, "%s %s: %s, %u retries", method(x), x->url,
-			           curl_easy_strerror(cc), x->attempt);
+			curl_detail(x, cc, err);
 		else
 			log_detail(err, "%s %s: HTTP %ld, %u retries", method(x), x->url, status,
 			           x->attempt);
@@ -1026,6 +1042,8 @@ int store_http_open(const char *url, const struct store_options *o, struct store
 	return 0;
 }
 
+static atomic_bool s3_unsigned_said;
+
 int store_s3_open(const char *url, const struct store_options *o, struct store **ret)
 {
 	struct s3_conf *c = calloc(1, sizeof(*c));
@@ -1057,8 +1075,12 @@ int store_s3_open(const char *url, const struct store_options *o, struct store *
 	h->s3 = c;
 	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", c->region);
 	h->s3_max_keys = o->s3_list_max_keys;
-	if (!c->access_key)
-		log_msg(LOG_INFO, "store '%s': no credentials found; requests go unsigned", url);
+	/* Said, once per process (every thread reopens the store): an unsigned
+	 * request that a private bucket refuses would otherwise read as "access
+	 * denied" with no hint that no keys were found at all. */
+	if (!c->access_key && !atomic_exchange(&s3_unsigned_said, true))
+		log_msg(LOG_WARN, "store '%s': no S3 keys in the settings, the environment or the "
+		        "credentials file: sending unsigned requests (public buckets only)", url);
 	*ret = h->s;
 	return 0;
 }

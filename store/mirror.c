@@ -100,7 +100,7 @@ static void child_failed(struct store *s, size_t i, int64_t res)
 	pass = c->backoff - c->backoff / 4 * (random_u32() % 1001) / 1000;
 	c->down_until = now + pass;
 	log_msg(LOG_WARN, "store '%s': %s; passed over for %.1f s", store_url(s->children[i]),
-	        strerror((int)-res), (double)pass / 1e9);
+	        store_strerror((int)res), (double)pass / 1e9);
 	c->backoff = MIN(c->backoff * 2, mi->backoff_max);
 }
 
@@ -143,7 +143,7 @@ static bool mop_next(struct mop *m, int64_t *res)
 		}
 		/* a mirror that lags (no such object yet) is ordinary: say it quietly */
 		log_msg(*res == -ENOENT ? LOG_INFO : LOG_WARN, "store '%s': %s: %s; trying the next mirror",
-		        store_url(s->children[failed]), m->key, strerror((int)-*res));
+		        store_url(s->children[failed]), m->key, store_strerror((int)*res));
 		child_failed(s, failed, *res);
 		r = mop_start(m);
 		if (r == 0)

@@ -100,7 +100,7 @@ bool store_layout_key(const char *path, char *out, size_t outlen);
  * components, no leading '/', printable. */
 bool store_key_valid(const char *key);
 
-int store_dir_open(const char *path, struct store **ret);
+int store_dir_open(const char *path, bool create, struct store **ret);
 /* o: never NULL (store.c passes zeroed options for defaults). */
 int store_http_open(const char *url, const struct store_options *o, struct store **ret);
 /* s3://BUCKET[/PREFIX]: the HTTP store speaking S3 (see store.h). */
@@ -117,10 +117,16 @@ void store_mirror_set_backoff(struct store *s, uint64_t min_ms, uint64_t max_ms)
 int http_key_url(const char *base, const char *key, char *out, size_t outlen);
 /* The same for an s3 store: S3's strict encoding (':' and '@' too). */
 int s3_key_url(const char *base, const char *key, char *out, size_t outlen);
-enum http_verdict { HTTP_DONE, HTTP_RETRY, HTTP_FAIL };
+/* HTTP_RETRY_BRIEF: a failure that a retry seldom mends (connection refused,
+ * a name that does not resolve), retried for HTTP_BRIEF_RETRY_NS only, so
+ * that a store that is not there fails in seconds, not at the fetch timeout,
+ * while one restarting still gets a moment. */
+enum http_verdict { HTTP_DONE, HTTP_RETRY, HTTP_RETRY_BRIEF, HTTP_FAIL };
+#define HTTP_BRIEF_RETRY_NS 2000000000ULL
 /* How to go on after a transfer that ended with curl code cc (a CURLcode)
  * and HTTP status: done, retry, or fail; *ret_err gets the -errno to report
- * (for retry: the one to report when no retry is left). */
+ * (for retry: the one to report when no retry is left).  A host name that
+ * does not resolve is -EADDRNOTAVAIL (STORE_ERR_RESOLVE). */
 enum http_verdict http_classify(int cc, long status, int *ret_err);
 /* Delay before retry number attempt (1 = the first retry): base doubled per
  * attempt up to cap, the upper half of it drawn at random from rnd ("equal

@@ -41,7 +41,6 @@ struct store *store_alloc(const struct store_ops *ops, void *backend)
 	return s;
 }
 
-/* One store, not a list of mirrors. */
 /* Record the URL a store was opened with and hand the store out; frees it
  * on failure. */
 static int set_url(struct store *s, const char *url, struct store **ret)
@@ -55,7 +54,24 @@ static int set_url(struct store *s, const char *url, struct store **ret)
 	return 0;
 }
 
-static int open_one(const char *url, const struct store_options *o, struct store **ret)
+/* Whether url starts with a URL scheme (RFC 3986: a letter, then letters,
+ * digits, '+', '-' or '.', then ':'), so that "dri:/x" is a scheme we do not
+ * know rather than a relative directory of that name. */
+static bool has_scheme(const char *url)
+{
+	if (!isalpha((unsigned char)*url))
+		return false;
+	for (url++; *url && *url != ':'; url++)
+		if (!isalnum((unsigned char)*url) && !strchr("+-.", *url))
+			return false;
+	return *url == ':';
+}
+
+/* One store, not a list of mirrors.  A directory store is named by an
+ * absolute path only: a relative one would mean another directory to the node
+ * service than to the command that named it. */
+static int open_one(const char *url, const struct store_options *o, bool create,
+                    struct store **ret)
 {
 	static const struct store_options defaults;
 	const char *path = NULL;
@@ -69,16 +85,28 @@ static int open_one(const char *url, const struct store_options *o, struct store
 	} else {
 		if (!strncmp(url, "dir:", 4))
 			path = url + 4;
-		else if (url[0] == '/' || url[0] == '.' || !strstr(url, "://"))
+		else if (has_scheme(url))
+			return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme "
+			                 "(dir:, http://, https://, s3://)", url);
+		else
 			path = url;
-		if (!path)
-			return log_error(-EPROTONOSUPPORT, "store '%s': unsupported URL scheme", url);
-		r = store_dir_open(path, &s);
+		if (path[0] != '/')
+			return log_error(-EINVAL, "store '%s': not an absolute path", url);
+		r = store_dir_open(path, create, &s);
+		if (!create && r == -ENOENT)
+			return log_error(r, "store '%s': no such store", url);
+		if (!create && r == -ENOTDIR)
+			return log_error(r, "store '%s': not a directory", url);
 	}
 	if (r < 0)
 		return r;
 	s->opts = o;
 	return set_url(s, url, ret);
+}
+
+const char *store_strerror(int err)
+{
+	return err == STORE_ERR_RESOLVE ? "cannot resolve host name" : strerror(-err);
 }
 
 int store_open(const char *url, struct store **ret)
@@ -91,7 +119,9 @@ int store_reopen(const struct store *s, struct store **ret)
 	return store_open_with(s->url, s->opts, ret);
 }
 
-int store_open_with(const char *url, const struct store_options *o, struct store **ret)
+/* A list of mirrors: create applies to the first, the one builds push to. */
+static int open_url(const char *url, const struct store_options *o, bool create,
+                    struct store **ret)
 {
 	_cleanup_free_ char *copy = NULL;
 	struct store **v = NULL, *s = NULL;
@@ -100,15 +130,18 @@ int store_open_with(const char *url, const struct store_options *o, struct store
 	int r = 0;
 
 	if (!strchr(url, ','))
-		return open_one(url, o, ret);
+		return open_one(url, o, create, ret);
 	copy = strdup(url);
 	v = calloc(strlen(url) / 2 + 2, sizeof(*v));
 	if (!copy || !v) {
 		free(v);
 		return -ENOMEM;
 	}
-	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save))
-		r = open_one(u, o, &v[n++]);
+	for (char *u = strtok_r(copy, ",", &save); u && r == 0; u = strtok_r(NULL, ",", &save)) {
+		r = open_one(u, o, create && n == 0, &v[n]);
+		if (r == 0)
+			n++;
+	}
 	if (r == 0 && n < 2)
 		r = log_error(-EINVAL, "store '%s': a list of mirrors needs two stores or more", url);
 	if (r < 0) {
@@ -122,6 +155,16 @@ int store_open_with(const char *url, const struct store_options *o, struct store
 		return r;
 	s->opts = o;
 	return set_url(s, url, ret);
+}
+
+int store_open_with(const char *url, const struct store_options *o, struct store **ret)
+{
+	return open_url(url, o, false, ret);
+}
+
+int store_create(const char *url, const struct store_options *o, struct store **ret)
+{
+	return open_url(url, o, true, ret);
 }
 
 static void deferred_free(struct deferred *d)
@@ -660,29 +703,6 @@ void store_names_free(char **names)
 	free(names);
 }
 
-int store_tag_key(const char *ref, char *out, size_t outlen)
-{
-	const char *colon = strrchr(ref, ':');
-	const char *slash = strrchr(ref, '/');
-	int n;
-
-	/* a colon before the last '/' belongs to a registry host:port, not a tag */
-	if (colon && slash && colon < slash)
-		colon = NULL;
-	if (!*ref || *ref == '/' || (colon && (colon == ref || !colon[1])))
-		return -EINVAL;
-	for (const char *p = ref; *p; p++)
-		if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '\\')
-			return -EINVAL;
-	if (colon)
-		n = snprintf(out, outlen, "tags/%s", ref);
-	else
-		n = snprintf(out, outlen, "tags/%s:latest", ref);
-	if (n < 0 || (size_t)n >= outlen)
-		return -ENAMETOOLONG;
-	return store_key_valid(out) ? 0 : -EINVAL;
-}
-
 bool store_is_index_name(const char *s)
 {
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
@@ -700,7 +720,8 @@ int store_resolve(struct store *s, const char *ref, char ret_hex[33])
 	}
 	r = store_tag_key(ref, key, sizeof(key));
 	if (r < 0)
-		return log_error(r, "image '%s': not a valid name[:tag]", ref);
+		return log_error(r, "image '%s': not a valid reference: %s", ref,
+		                 store_ref_invalid(ref) ?: "too long");
 	r = store_get_sync(s, key, &b);
 	if (r == -ENOENT)
 		return log_error(r, "image '%s': no such tag in store '%s'", ref, s->url);

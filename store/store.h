@@ -2,7 +2,8 @@
  * store.h — chunk stores: one small asynchronous interface (get, head, put,
  * list) and its backends, picked by URL:
  *
- *   dir:/path or /path     files under a fan-out directory tree
+ *   dir:/path or /path     files under a fan-out directory tree (an absolute
+ *                          path; only store_create makes a missing one)
  *   http://… or https://…  an HTTP server that stores PUT bodies (nginx
  *                          WebDAV); see "HTTP" below
  *   s3://BUCKET[/PREFIX]   an S3-compatible object store; see "S3" below
@@ -27,10 +28,13 @@
  * `autoindex on; autoindex_format json;` form (image ls lists tags/; store gc
  * and verify list every area, and gc also needs `dav_methods PUT DELETE MOVE`).
  * 404 and 410 are -ENOENT; other 4xx fail at once (401/403 -EACCES, the rest
- * -EPROTO); connection failures, resets, timeouts, short bodies, 408, 429 and
- * 5xx are retried with exponential backoff and jitter (50 ms doubling up to
- * 2 s) until the operation's fetch timeout (store_set_fetch_timeout) ends,
- * then fail with the last error.  Proxies: libcurl's usual variables
+ * -EPROTO); resets, timeouts, short bodies, 408, 429 and 5xx are retried
+ * with exponential backoff and jitter (50 ms doubling up to 2 s) until the
+ * operation's fetch timeout (store_set_fetch_timeout) ends, then fail with
+ * the last error.  A refused connection (-ECONNREFUSED) and a host name that
+ * does not resolve (STORE_ERR_RESOLVE, said "cannot resolve host name") are
+ * retried for 2 s only: a retry seldom mends them, and a store that is not
+ * there must fail in seconds, not at the fetch timeout.  Proxies: libcurl's usual variables
  * (http_proxy, https_proxy, no_proxy), which libcurl reads itself.  TLS: the
  * system's CA store, or the store options' CA file and directory.  Tuning:
  * the store options' transfers in flight per store handle (default 32:
@@ -47,7 +51,8 @@
  * https://s3.REGION.amazonaws.com; REGION (default us-east-1); keys (and a
  * session token, sent as x-amz-security-token), else the profile (else
  * "default") of the shared credentials file (else HOME/.aws/credentials);
- * with no keys anywhere requests go unsigned (public buckets).  A PUT carries
+ * with no keys anywhere requests go unsigned (public buckets), said once per
+ * process on stderr.  A PUT carries
  * the sha256 of its body, which the server checks.  list is ListObjectsV2
  * (pages of the options' s3_list_max_keys keys, default the server's 1000),
  * any prefix.  Status mapping as for HTTP, except that
@@ -130,8 +135,21 @@ static inline bool store_s3_region_valid(const char *r)
 	return true;
 }
 
-/* Open the store at url with o (NULL: defaults).  Logs its errors. */
+/* The errno of a store host name that does not resolve: no errno means that,
+ * so one that no store operation otherwise returns stands for it, and
+ * store_strerror says it in words. */
+#define STORE_ERR_RESOLVE (-EADDRNOTAVAIL)
+/* strerror(-err), except for STORE_ERR_RESOLVE: "cannot resolve host name". */
+const char *store_strerror(int err);
+
+/* Open the store at url with o (NULL: defaults).  Logs its errors, one line
+ * naming url.  A `dir:` store is an absolute path that exists (-ENOENT
+ * otherwise); a URL scheme not listed above is -EPROTONOSUPPORT. */
 int store_open_with(const char *url, const struct store_options *o, struct store **ret);
+/* store_open_with, except that a `dir:` store that does not exist is made
+ * (the first of a list of mirrors only): for the commands that publish into a
+ * store (build, image copy's target), never for those that read one. */
+int store_create(const char *url, const struct store_options *o, struct store **ret);
 /* store_open_with(url, NULL, ret). */
 int store_open(const char *url, struct store **ret);
 /* Another handle on the store s opened (same URL, same options), for another
@@ -220,8 +238,12 @@ void store_names_free(char **names);
 
 /* ---- images in a store ----------------------------------------------------- */
 
-/* "name[:tag]" → key "tags/name:tag" (tag defaults to "latest").  Refuses
- * empty parts, "..", control characters and leading '/' (-EINVAL). */
+/* Whether ref, "name[:tag]", follows the OCI reference grammar (store/ref.c):
+ * NULL if it does, else why not, a static sentence fragment for a message
+ * such as "--tag 'X:1': not a valid reference: %s". */
+const char *store_ref_invalid(const char *ref);
+/* "name[:tag]" → key "tags/name:tag" (tag defaults to "latest").  -EINVAL
+ * for a ref that store_ref_invalid refuses; -ENAMETOOLONG when out is short. */
 int store_tag_key(const char *ref, char *out, size_t outlen);
 /* Resolve REF — a tag "name[:tag]" or an index name (32 hex digits) — to the
  * index's name in hex (33 bytes with NUL). */

@@ -193,7 +193,8 @@ int cmd_build(int argc, char **argv)
 		char key[1200];
 
 		if (store_tag_key(tag, key, sizeof(key)) < 0) {
-			log_error(-EINVAL, "--tag '%s': not a valid name[:tag]", tag);
+			log_error(-EINVAL, "--tag '%s': not a valid reference: %s", tag,
+			          store_ref_invalid(tag) ?: "too long");
 			return 2;
 		}
 	}
@@ -206,7 +207,7 @@ int cmd_build(int argc, char **argv)
 	p.progress = !noprog && !json && isatty(STDERR_FILENO);
 	p.tmp_dir = cfg.tmp_dir;
 
-	r = tools_store_open(&cfg, &so, &s);
+	r = tools_store_open(&cfg, &so, true, &s);
 	if (r < 0)
 		return 1;
 	if (p.pack && !store_holds_packs(s)) {

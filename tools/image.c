@@ -544,7 +544,8 @@ static int image_rm(struct store *s, char **refs, int n)
 
 		r = store_tag_key(refs[i], key, sizeof(key));
 		if (r < 0) {
-			ret = log_error(r, "image '%s': not a valid name[:tag]", refs[i]);
+			ret = log_error(r, "image '%s': not a valid reference: %s", refs[i],
+			                store_ref_invalid(refs[i]) ?: "too long");
 			continue;
 		}
 		/* a HEAD first: S3 answers a DELETE of nothing with success */
@@ -649,7 +650,7 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 	node_config_store_options(cfg, &so);
 	r = store_open_with(from, &so, &src);
 	if (r == 0)
-		r = store_open_with(to, &so, &dst);
+		r = store_create(to, &so, &dst);
 	if (r == 0 && ((r = store_set_loop(src, lp)) < 0 || (r = store_set_loop(dst, lp)) < 0))
 		log_errno(r, "image copy: setting up");
 	if (r == 0)
@@ -826,7 +827,7 @@ int cmd_image(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = tools_store_open(&o.cfg, &so, &s);
+	r = tools_store_open(&o.cfg, &so, false, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "ls"))

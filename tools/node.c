@@ -49,7 +49,8 @@ static void usage(FILE *f)
 	        "  status [--json]    pids (worker serving FUSE, holder), uptime, takeovers,\n"
 	        "                     mounts (image, store, mountpoint, open files)\n"
 	        "  stop               unmount every mount of the node and end it (one with\n"
-	        "                     another mount over it is left there, its connection ended)\n"
+	        "                     another mount over it is left there, its connection\n"
+	        "                     ended); exits 0 when no node answers\n"
 	        "  upgrade [--binary PATH]  hand every mount to a new worker of PATH (default:\n"
 	        "                     this binary); readers see a pause, not an error\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,
@@ -134,8 +135,16 @@ static int stop_cmd(const char *socket)
 	bool ok = false;
 	int r;
 
-	if (call(socket, "{\"verb\":\"stop\"}", &j) < 0)
+	/* idempotent, as `systemctl stop` is: no node is the state asked for */
+	r = node_call(socket, "{\"verb\":\"stop\"}", &j);
+	if (r == -ECONNREFUSED || r == -ENOENT) {
+		log_msg(LOG_WARN, "node '%s': no node service answers; nothing to stop", socket);
+		return 0;
+	}
+	if (r < 0) {
+		log_errno(r, "node '%s'", socket);
 		return 1;
+	}
 	/* what the node said while ending its mounts (one it could not
 	 * unmount, one still in use) */
 	if (json_get_cstr(j, "log"))

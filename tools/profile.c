@@ -251,7 +251,7 @@ int cmd_profile(int argc, char **argv)
 	}
 	if (!strcmp(verb, "merge"))
 		return profile_merge(nargs - 1, argv + 1, argv[0]) < 0 ? 1 : 0;
-	r = tools_store_open(&o.cfg, &so, &s);
+	r = tools_store_open(&o.cfg, &so, false, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "push"))

@@ -21,6 +21,7 @@
 #include "tools/tools.h"
 
 #define RUN_FAILED 125   /* the launcher itself failed: bad option, setup error */
+#define RUN_TIMED_OUT 124  /* the time limit ended the sandbox, as timeout(1) says */
 
 static void usage(FILE *f)
 {
@@ -68,7 +69,8 @@ static void usage(FILE *f)
 	        "  --cpus N             CPU limit in cores, 0 for none (default 1)\n"
 	        "  --nofile N           open files limit (default 1024)\n"
 	        "  --tmpfs-size SIZE    room for the sandbox's writes (default 256M)\n"
-	        "  --timeout SECONDS    wall-clock limit, 0 for none (default 600)\n"
+	        "  --timeout DURATION   wall-clock limit: seconds, or with a unit (500ms, 2s,\n"
+	        "                       10m, 1h); 0 for none (default 600)\n"
 	        "  --output-limit SIZE  stdout + stderr cap, 0 for none (default 64M)\n"
 	        "  --allow ADDR:PORT    let the sandbox reach ADDR:PORT (IPv4, [IPv6], or host:PORT\n"
 	        "                       for the host side of its veth); nothing else (repeatable)\n"
@@ -80,7 +82,9 @@ static void usage(FILE *f)
 	        "  -h, --help           this text\n"
 	        "\n"
 	        "Exit status: CMD's, 128 + signal, 126 when CMD cannot run, 127 when it is\n"
-	        "not found, 125 when the launcher fails (the message says why).\n",
+	        "not found, 125 when the launcher fails (the message says why), 124 when\n"
+	        "the time limit ended it, 137 when the memory, output or pids limit did;\n"
+	        "a limit's kill is said on stderr: \"sandbox ended: time limit 2 s\".\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,
 	        NODE_CONFIG_DEFAULT_PATH);
 }
@@ -103,6 +107,36 @@ static void print_report(FILE *f, const struct sandbox_result *res)
 	        res->wall_seconds, res->cpu_seconds, (unsigned long long)res->memory_peak,
 	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false",
 	        (unsigned)res->uid_base, (unsigned)res->gid_base);
+}
+
+/* One line on stderr naming the limit that ended the sandbox and its value,
+ * so that a kill by a limit does not pass for the command's own crash or an
+ * outside kill -9.  The launcher's own signal (SIGINT, SIGTERM, SIGHUP) came
+ * from whoever is watching it and needs no line. */
+static bool print_kill(const struct sandbox_result *res)
+{
+	char v[32];
+
+	switch (res->killed_by) {
+	case SANDBOX_KILL_TIME:
+		snprintf(v, sizeof(v), "%g s", res->time_limit);
+		break;
+	case SANDBOX_KILL_MEMORY:
+		format_size(res->memory_limit, v, sizeof(v));
+		break;
+	case SANDBOX_KILL_OUTPUT:
+		format_size(res->output_limit, v, sizeof(v));
+		break;
+	case SANDBOX_KILL_PIDS:
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)res->pids_limit);
+		break;
+	default:
+		return false;
+	}
+	if (res->stderr_open_line)
+		fputc('\n', stderr);
+	log_msg(LOG_ERR, "sandbox ended: %s limit %s", sandbox_kill_name(res->killed_by), v);
+	return true;
 }
 
 /* Apply the policy file and the options, in that order. */
@@ -196,7 +230,7 @@ int cmd_run(int argc, char **argv)
 	struct sandbox_result res;
 	struct sandbox *sb = NULL;
 	const char *policy = NULL, *json = NULL, *image = NULL;
-	bool want_json = false, rootfs = false;
+	bool want_json = false, rootfs = false, said;
 	int json_fd = -1;
 	size_t nset = 0;
 	int c, r;
@@ -284,6 +318,7 @@ int cmd_run(int argc, char **argv)
 	sandbox_free(sb);
 	if (r < 0)
 		return RUN_FAILED;
+	said = print_kill(&res);
 	if (json_fd >= 0) {
 		FILE *f = fdopen(json_fd, "w");
 
@@ -313,10 +348,12 @@ int cmd_run(int argc, char **argv)
 		} else {
 			/* A line of its own: whatever the sandbox left unfinished
 			 * on stderr, the report is the whole last line. */
-			if (res.stderr_open_line)
+			if (res.stderr_open_line && !said)
 				fputc('\n', stderr);
 			print_report(stderr, &res);
 		}
 	}
-	return res.status;
+	/* timeout(1)'s status for the time limit, so that scripts tell it apart
+	 * from the command's own SIGKILL (137) */
+	return res.killed_by == SANDBOX_KILL_TIME ? RUN_TIMED_OUT : res.status;
 }

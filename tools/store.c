@@ -478,7 +478,7 @@ int cmd_store(int argc, char **argv)
 	}
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
-	r = tools_store_open(&cfg, &so, &s);
+	r = tools_store_open(&cfg, &so, false, &s);
 	if (r < 0)
 		return 1;
 	if (!strcmp(verb, "gc"))

@@ -9,8 +9,11 @@
 #include "store/store.h"
 #include "tools/tools.h"
 
-int tools_store_open(const struct node_config *c, struct store_options *o, struct store **ret)
+int tools_store_open(const struct node_config *c, struct store_options *o, bool create,
+                     struct store **ret)
 {
 	node_config_store_options(c, o);
+	if (create)
+		return store_create(c->store_url, o, ret);
 	return store_open_with(c->store_url, o, ret);
 }

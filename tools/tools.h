@@ -57,10 +57,12 @@ int tools_settings(const struct tools_flags *f, struct node_config *c);
 /* The sandbox launcher's node settings from c (borrowed strings). */
 struct sandbox_node;
 void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n);
-/* Open c's store with c's options, kept in o (which must outlive the store). */
+/* Open c's store with c's options, kept in o (which must outlive the store);
+ * a missing `dir:` store is an error, or made with create (store_create). */
 struct store;
 struct store_options;
-int tools_store_open(const struct node_config *c, struct store_options *o, struct store **ret);
+int tools_store_open(const struct node_config *c, struct store_options *o, bool create,
+                     struct store **ret);
 
 int cmd_cache_prefetch(int argc, char **argv);
 

@@ -75,6 +75,36 @@ cp "$WORK/big.tar" "$WORK/badsum.tar"
 printf 'X' | dd of="$WORK/badsum.tar" bs=1 seek=5 conv=notrunc status=none
 expect_fail badsum badsum.tar "$WORK/badsum.tar"
 
+# an empty file, a tar cut at a member boundary (no end-of-archive marker) and
+# a file that is no tar: refused, never published
+: >"$WORK/empty.tar"
+expect_fail empty "empty.tar: empty file, not a tar archive" "$WORK/empty.tar"
+head -c $((512 + (3 << 20))) "$WORK/big.tar" >"$WORK/cut.tar"
+expect_fail cut "cut.tar: truncated archive" "$WORK/cut.tar"
+echo "hello" >"$WORK/text.txt"
+expect_fail text "text.txt: not a tar archive" "$WORK/text.txt"
+head -c 100000 "$WORK/big.tar" | tail -c 50000 >"$WORK/middle.bin"
+expect_fail middle "middle.bin: not a tar archive" "$WORK/middle.bin"
+gzip -c "$WORK/cut.tar" >"$WORK/cut.tar.gz"
+expect_fail cut-gz "cut.tar.gz: truncated archive" "$WORK/cut.tar.gz"
+
+# names and tags outside the OCI reference grammar: refused before anything is read
+mkdir -p "$WORK/tagsrc"
+echo x >"$WORK/tagsrc/x"
+for t in -x:1 X:1 x:1:2 'x;rm:1' 'x:' 'a//b:1' 'x:-1' 'reg.com:port/x:1'; do
+	err=$("$LAZYROOT" build "$WORK/tagsrc" --store "$store" --tag "$t" --no-progress 2>&1 \
+		>/dev/null) && fail "--tag $t accepted"
+	log "tag $t: $err"
+	check test "$(wc -l <<<"$err")" = 1
+	check grep -qF -- "--tag '$t': not a valid reference" <<<"$err"
+	check_not test -e "$WORK/store/tags/$t"
+done
+check_not test -e "$WORK/store/tags/x;rm:1"
+for t in x:1 lib/app:v1.2-rc_3 localhost:5000/a__b:latest; do
+	check "$LAZYROOT" build "$WORK/tagsrc" --store "$store" --tag "$t" --no-progress
+	check test -e "$WORK/store/tags/$t"
+done
+
 # sources that do not exist or cannot be read
 expect_fail missing "$WORK/nope" "$WORK/nope"
 mkdir -p "$WORK/unreadable/sub" "$WORK/store-nobody"

@@ -9,7 +9,7 @@
 #     a second node (its own socket) is refused the first node's mountpoints, its mounts not
 #     stacked over them;
 #  4. /metrics over HTTP: node and per-image counters;
-#  5. `node stop` unmounts what it serves and ends holder and worker;
+#  5. `node stop` unmounts what it serves and ends holder and worker, and with no node exits 0;
 #  6. the same when the holder reads its channel late: the stop queued behind the DEL of each
 #     mount and the worker's exit all wait for it at once, and it must still stop.
 . "$(dirname "$0")/../lib/common.sh"
@@ -17,6 +17,11 @@ need_root
 need_cmd fusermount3 python3 curl
 [ -c /dev/fuse ] || { log "no /dev/fuse; skipping"; exit 77; }
 workdir
+
+# `node stop` with no node answering says so and exits 0, as `systemctl stop` does
+err=$("$LAZYROOT" node stop --socket "$WORK/none.sock" 2>&1) && rc=0 || rc=$?
+check test "$rc" = 0
+check grep -q "node '$WORK/none.sock': no node service answers; nothing to stop" <<<"$err"
 
 mkdir -p "$WORK/src/d" "$WORK/mnt" "$WORK/mnt2" "$WORK/images"
 echo hello >"$WORK/src/a"

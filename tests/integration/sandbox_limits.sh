@@ -2,12 +2,16 @@
 # Attacks: "fill the disk with output" and resource exhaustion — a fork bomb (stopped by the pids
 # limit), a memory hog (the memory cgroup), a sleep past the time limit, a flood of stdout (the
 # output cap) and a fill of the sandbox's tmpfs (ENOSPC inside, the host untouched). Each is
-# stopped, reported in --json with the reason, and leaves nothing behind.
+# stopped, said on stderr with the limit's value, reported in --json with the reason, and
+# leaves nothing behind.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 workdir
 
 report() { json_field "$WORK/report.json" "$1"; }
+
+# said() LINE FILE: the limit's kill is said on stderr, in one line of its own
+said() { check grep -qxF -- "lazyroot: sandbox ended: $1" "$2"; }
 
 # Fork bomb: the pids limit stops it and the sandbox ends, reported as "pids".
 # Every process of the bomb keeps forking and never exits on its own.
@@ -15,26 +19,43 @@ check_status 137 sb_run --pids 32 --timeout 60 --json="$WORK/report.json" -- \
 	python3 -c 'import os
 while True:
     try: os.fork()
-    except OSError: pass'
+    except OSError: pass' 2>"$WORK/pids.err"
 check test "$(report killed_by)" = pids
+said "pids limit 32" "$WORK/pids.err"
 check test "$(report pids_limit_hit)" = true
 
 # Memory hog: the OOM killer of the sandbox's memory cgroup, reported as "memory".
 check_status 137 sb_run --memory 96M --json="$WORK/report.json" -- \
 	python3 -c 'a = []
-while True: a.append(bytearray(1 << 20))'
+while True: a.append(bytearray(1 << 20))' 2>"$WORK/memory.err"
 check test "$(report killed_by)" = memory
+said "memory limit 96.0 MiB" "$WORK/memory.err"
 check test "$(report memory_peak)" -ge $((64 << 20))
 check test "$(report memory_peak)" -le $((96 << 20))
 
-# Sleep past the time limit: the whole pid namespace is killed, reported as "time".
-check_status 137 sb_run --timeout 0.5 --json="$WORK/report.json" -- sleep 600
+# Sleep past the time limit: the whole pid namespace is killed, reported as "time", with
+# timeout(1)'s status; the limit takes units, from the option and from the policy.
+check_status 124 sb_run --timeout 0.5 --json="$WORK/report.json" -- sleep 600
 check test "$(report killed_by)" = time
+sb_run --timeout 500ms -- sleep 600 2>"$WORK/time.err" && rc=0 || rc=$?
+check test "$rc" = 124
+check test "$(cat "$WORK/time.err")" = "lazyroot: sandbox ended: time limit 0.5 s"
+printf 'timeout = 1s\n' >"$WORK/time.policy"
+sb_run --policy "$WORK/time.policy" -- sleep 600 2>"$WORK/time.err" && rc=0 || rc=$?
+check test "$rc" = 124
+check test "$(cat "$WORK/time.err")" = "lazyroot: sandbox ended: time limit 1 s"
+check_status 125 sb_run --timeout 2x -- true 2>/dev/null
+# a command that ends by SIGKILL of its own says nothing of a limit
+sb_run -- sh -c 'kill -9 $$' 2>"$WORK/self.err" && rc=0 || rc=$?
+check test "$rc" = 137
+check test ! -s "$WORK/self.err"
 check python3 -c 'import sys; w = float(sys.argv[1]); sys.exit(not 0.5 <= w < 5)' "$(report wall_seconds)"
 
 # Flood of stdout: exactly the cap passes, then the sandbox ends, reported as "output".
-sb_run --output-limit 1M --json="$WORK/report.json" -- yes flood >"$WORK/flood" && rc=0 || rc=$?
+sb_run --output-limit 1M --json="$WORK/report.json" -- yes flood >"$WORK/flood" 2>"$WORK/output.err" &&
+	rc=0 || rc=$?
 check test "$rc" = 137
+said "output limit 1.0 MiB" "$WORK/output.err"
 check test "$(stat -c %s "$WORK/flood")" = $((1 << 20))
 check test "$(report killed_by)" = output
 check test "$(report output_bytes)" = $((1 << 20))

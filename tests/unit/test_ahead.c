@@ -68,7 +68,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(cdir, sizeof(cdir), "%s/cache", root);
 	snprintf(url, sizeof(url), "dir:%s/store", root);
-	if (loop_new(64, &loop) < 0 || store_open(url, &store) < 0 ||
+	if (loop_new(64, &loop) < 0 || store_create(url, NULL, &store) < 0 ||
 	    store_set_loop(store, loop) < 0)
 		return -1;
 	if (image_tree_new(&t) < 0 || image_tree_add(t, "", &a, NULL) < 0)

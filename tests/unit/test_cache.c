@@ -30,7 +30,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(cdir, sizeof(cdir), "%s/cache", root);
 	snprintf(url, sizeof(url), "dir:%s/store", root);
-	if (loop_new(64, &loop) < 0 || store_open(url, &store) < 0)
+	if (loop_new(64, &loop) < 0 || store_create(url, NULL, &store) < 0)
 		return -1;
 	return store_set_loop(store, loop);
 }
@@ -555,7 +555,7 @@ static struct store *empty_store(void)
 	char url[128];
 
 	snprintf(url, sizeof(url), "dir:%s/empty", root);
-	assert_int_equal(store_open(url, &s), 0);
+	assert_int_equal(store_create(url, NULL, &s), 0);
 	assert_int_equal(store_set_loop(s, loop), 0);
 	return s;
 }

@@ -44,8 +44,11 @@ static void test_http__verdicts(void **state)
 	assert_int_equal(http_classify(CURLE_OK, 500, &err), HTTP_RETRY);
 	assert_int_equal(http_classify(CURLE_OK, 503, &err), HTTP_RETRY);
 	assert_int_equal(http_classify(CURLE_OK, 429, &err), HTTP_RETRY);
-	assert_int_equal(http_classify(CURLE_COULDNT_CONNECT, 0, &err), HTTP_RETRY);
+	assert_int_equal(http_classify(CURLE_COULDNT_CONNECT, 0, &err), HTTP_RETRY_BRIEF);
 	assert_int_equal(err, -ECONNREFUSED);
+	assert_int_equal(http_classify(CURLE_COULDNT_RESOLVE_HOST, 0, &err), HTTP_RETRY_BRIEF);
+	assert_int_equal(err, STORE_ERR_RESOLVE);
+	assert_string_equal(store_strerror(err), "cannot resolve host name");
 	assert_int_equal(http_classify(CURLE_PARTIAL_FILE, 200, &err), HTTP_RETRY);
 	assert_int_equal(http_classify(CURLE_RECV_ERROR, 0, &err), HTTP_RETRY);
 	assert_int_equal(http_classify(CURLE_OPERATION_TIMEDOUT, 0, &err), HTTP_RETRY);
@@ -117,6 +120,25 @@ static void test_http__refused_is_retried_until_the_timeout(void **state)
 	assert_true(ms >= 350 && ms < 3000);
 	assert_true(store_get_counters(s)->retries >= 2);
 	assert_int_equal(store_get_counters(s)->failures, 1);
+	store_free(s);
+}
+
+/* Refusal is retried for HTTP_BRIEF_RETRY_NS only, not for the whole fetch
+ * timeout: a store that is not there fails in seconds. */
+static void test_http__refused_fails_in_seconds(void **state)
+{
+	char url[64];
+	struct store *s;
+	struct buf b = BUF_INIT;
+	uint64_t t0 = now_ns(), ms;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/store", dead_port());
+	assert_int_equal(store_open(url, &s), 0);
+	store_set_fetch_timeout(s, 30000);
+	assert_int_equal(store_get_sync(s, "chunks/00112233", &b), -ECONNREFUSED);
+	ms = (now_ns() - t0) / 1000000;
+	assert_true(ms >= 1500 && ms < 4000);
+	assert_true(store_get_counters(s)->retries >= 2);
 	store_free(s);
 }
 
@@ -334,6 +356,7 @@ int main(void)
 		cmocka_unit_test(test_http__backoff_doubles_with_jitter_and_caps),
 		cmocka_unit_test(test_http__bad_urls_refused),
 		cmocka_unit_test(test_http__refused_is_retried_until_the_timeout),
+		cmocka_unit_test(test_http__refused_fails_in_seconds),
 		cmocka_unit_test(test_http__loop_mode_goes_idle_after_failing),
 		cmocka_unit_test_setup_teardown(test_http__mirrors_fail_over, two_dirs, rm_dirs),
 		cmocka_unit_test_setup_teardown(test_http__dead_mirror_is_passed_over, two_dirs, rm_dirs),

@@ -155,6 +155,44 @@ static void test_store__tag_keys(void **state)
 	assert_int_equal(store_tag_key("name:", key, sizeof(key)), -EINVAL);
 }
 
+/* The OCI reference grammar: what a registry takes, and nothing else. */
+static void test_store__reference_grammar(void **state)
+{
+	static const char *const good[] = {
+		"x", "x:1", "a/b/c:v1.2-rc_3", "my-app", "my--app", "a_b", "a__b", "a.b",
+		"0abc", "localhost/app", "localhost:5000/app:1", "reg.example.com/lib/app:TAG_1",
+		"Reg-1.Example.com:443/app", "x:_tag", "x:A", "app:1.2.3",
+	};
+	static const char *const bad[] = {
+		"-x:1", "X:1", "x:1:2", "x;rm:1", "x:", ":1", "x:-1", "x:.1", "a//b", "a/", "_a",
+		"a_", "a.", "a___b", "a..b", "a._b", "App", "a b", "x:a b", "a@sha256:00",
+		"-reg.com/a", "reg.com:/a", "reg.com:5x/a", "reg..com/a", "reg.com./a", "x/y:1/z",
+	};
+	char key[512], longname[300], longtag[200];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		if (store_ref_invalid(good[i]))
+			fail_msg("'%s' refused: %s", good[i], store_ref_invalid(good[i]));
+		assert_int_equal(store_tag_key(good[i], key, sizeof(key)), 0);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		if (!store_ref_invalid(bad[i]))
+			fail_msg("'%s' accepted", bad[i]);
+		assert_int_equal(store_tag_key(bad[i], key, sizeof(key)), -EINVAL);
+	}
+	memset(longname, 'a', 255);
+	longname[255] = 0;
+	assert_null(store_ref_invalid(longname));
+	strcpy(longname + 255, "a");
+	assert_non_null(store_ref_invalid(longname));
+	memcpy(longtag, "x:", 2);
+	memset(longtag + 2, 't', 128);
+	longtag[130] = 0;
+	assert_null(store_ref_invalid(longtag));
+	strcpy(longtag + 130, "t");
+	assert_non_null(store_ref_invalid(longtag));
+}
+
 static void test_store__resolve_tag_and_index_name(void **state)
 {
 	struct store *s = open_store();
@@ -363,8 +401,10 @@ static void test_store__streamed_put_commits_aborts_replaces(void **state)
 	assert_int_equal(store_local_size(s, "packs/ffffffffffffffffffffffffffffffff"), -ENOENT);
 	assert_int_equal(store_put_begin(s, "packs/../x"), -EINVAL);
 	/* stores that keep no local files hold no packs */
+	snprintf(url, sizeof(url), "%s/b", root);
+	assert_true(mkdir(url, 0755) == 0 || errno == EEXIST);
 	snprintf(url, sizeof(url), "dir:%s/a,dir:%s/b", root, root);
-	assert_int_equal(store_open(url, &m), 0);
+	assert_int_equal(store_create(url, NULL, &m), 0);
 	assert_true(store_holds_packs(s));
 	assert_false(store_holds_packs(m));
 	assert_int_equal(store_put_begin(m, key), -EOPNOTSUPP);
@@ -443,6 +483,43 @@ static void test_store__unsupported_scheme(void **state)
 	struct store *s = NULL;
 
 	assert_int_equal(store_open("gopher://x/y", &s), -EPROTONOSUPPORT);
+	/* a typo of a scheme is not a relative directory of that name */
+	assert_int_equal(store_create("dri:/x", NULL, &s), -EPROTONOSUPPORT);
+	assert_null(s);
+}
+
+/* Only store_create makes a store, and only at an absolute path: a mistyped
+ * or missing store is an error, never a new empty one that lists nothing. */
+static void test_store__missing_or_relative_refused(void **state)
+{
+	struct store *s = NULL;
+	char url[256], path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/typo/store", root);
+	snprintf(url, sizeof(url), "dir:%s", path);
+	assert_int_equal(store_open(url, &s), -ENOENT);
+	assert_int_equal(store_open(path, &s), -ENOENT);
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(store_open("dir:relative", &s), -EINVAL);
+	assert_int_equal(store_create("dir:relative", NULL, &s), -EINVAL);
+	assert_int_equal(store_create("relative/store", NULL, &s), -EINVAL);
+	assert_int_equal(store_create("./store", NULL, &s), -EINVAL);
+	assert_null(s);
+	/* a file is not a store */
+	snprintf(path, sizeof(path), "%s/afile", root);
+	close(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+	assert_int_equal(store_open(path, &s), -ENOTDIR);
+	/* a list of mirrors: one missing member fails the list */
+	snprintf(url, sizeof(url), "dir:%s,dir:%s/typo2", root, root);
+	assert_int_equal(store_open(url, &s), -ENOENT);
+	/* created, then opened */
+	snprintf(url, sizeof(url), "dir:%s/new/store", root);
+	assert_int_equal(store_create(url, NULL, &s), 0);
+	store_free(s);
+	s = NULL;
+	assert_int_equal(store_open(url, &s), 0);
+	store_free(s);
 }
 
 static void test_store__layout_fans_out_chunks_here_and_aside(void **state)
@@ -773,6 +850,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__list_is_sorted_and_filtered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__async_callbacks_run_from_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__bad_keys_refused, setup, teardown),
+		cmocka_unit_test(test_store__reference_grammar),
 		cmocka_unit_test_setup_teardown(test_store__tag_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__resolve_tag_and_index_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__index_verified_against_name, setup, teardown),
@@ -784,6 +862,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__loop_mode_pack_reads_keep_few_fds, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_store__unsupported_scheme, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__missing_or_relative_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__layout_fans_out_chunks_here_and_aside,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__times_parse_http_and_iso, setup, teardown),

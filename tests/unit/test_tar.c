@@ -164,7 +164,7 @@ static int setup_each(void **state)
 	if (!mkdtemp(root))
 		return -1;
 	snprintf(url, sizeof(url), "dir:%s/store", root);
-	if (store_open(url, &st) < 0)
+	if (store_create(url, NULL, &st) < 0)
 		return -1;
 	build_params_default(&p);
 	p.threads = 1;
@@ -737,10 +737,29 @@ static void test_tar__missing_end_marker(void **state)
 {
 	struct buf t = BUF_INIT;
 
-	/* A stream cut at a member boundary is accepted, with a warning. */
+	/* A stream cut at a member boundary is a cut download, not an image. */
 	put_file(&t, "a", "x", 1);
-	assert_int_equal(run_tar(&t, false), 0);
-	assert_error("missing end-of-archive marker");
+	assert_true(run_tar(&t, false) < 0);
+	assert_error("test.tar: truncated archive: ends at offset 1024 without its "
+	             "end-of-archive marker");
+	buf_free(&t);
+}
+
+static void test_tar__not_a_tar(void **state)
+{
+	struct buf t = BUF_INIT;
+
+	assert_true(run_tar(&t, false) < 0);
+	assert_error("test.tar: empty file, not a tar archive");
+	errors[0] = 0;
+	buf_append(&t, "hello world\n", 12);
+	assert_true(run_tar(&t, false) < 0);
+	assert_error("test.tar: not a tar archive (shorter than one header)");
+	errors[0] = 0;
+	for (int i = 0; i < 100; i++)
+		buf_append(&t, "some text that is not a tar header ", 35);
+	assert_true(run_tar(&t, false) < 0);
+	assert_error("test.tar: not a tar archive (no valid header at its start)");
 	buf_free(&t);
 }
 
@@ -1075,6 +1094,7 @@ int main(void)
 		T(test_tar__bad_checksum),
 		T(test_tar__truncated_member),
 		T(test_tar__missing_end_marker),
+		T(test_tar__not_a_tar),
 		T(test_tar__empty_symlink_refused),
 		T(test_tar__whiteouts_across_layers),
 		T(test_tar__whiteouts_off_are_files),

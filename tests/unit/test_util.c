@@ -122,6 +122,29 @@ static void test_util__read_file_refuses(void **state)
 	buf_free(&b);
 }
 
+/* A time limit takes what --memory's sizes do for bytes: units, or a bare
+ * number of seconds with a fraction. */
+static void test_util__parse_seconds(void **state)
+{
+	static const struct { const char *in; double want; } good[] = {
+		{ "2", 2 }, { "0", 0 }, { "0.5", 0.5 }, { "2s", 2 }, { "500ms", 0.5 },
+		{ "10m", 600 }, { "1h", 3600 }, { "10000000", 1e7 },
+	};
+	static const char *const bad[] = {
+		"", "s", "-1", "2x", "1.5s", "2 s", " 2", "10000001", "2778h", "nan", "inf",
+	};
+	double d;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		assert_int_equal(parse_seconds(good[i].in, 1e7, &d), 0);
+		assert_true(d == good[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		if (parse_seconds(bad[i], 1e7, &d) == 0)
+			fail_msg("'%s' accepted", bad[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -129,6 +152,7 @@ int main(void)
 		cmocka_unit_test(test_util__read_file_pseudo),
 		cmocka_unit_test(test_util__read_file_appends),
 		cmocka_unit_test(test_util__read_file_refuses),
+		cmocka_unit_test(test_util__parse_seconds),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

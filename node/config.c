@@ -661,13 +661,15 @@ int node_config_json(struct buf *b, const struct node_config *c)
 	return r ?: buf_append(b, "}", 1);
 }
 
-int node_config_apply_json(struct node_config *c, const struct json *settings)
+int node_config_apply_json(struct node_config *c, const json_t *settings)
 {
-	if (!json_is(settings, JSON_OBJECT))
+	const char *key;
+	json_t *jv;
+
+	if (!json_is_object(settings))
 		return log_error(-EINVAL, "request: settings: not an object");
-	for (size_t i = 0; i < json_len(settings); i++) {
-		const char *key = json_key_at(settings, i, NULL);
-		const char *v = json_cstr(json_at(settings, i));
+	json_object_foreach ((json_t *)settings, key, jv) {
+		const char *v = json_cstr(jv);
 		char origin[128];
 		int r;
 
@@ -686,7 +688,7 @@ int node_config_apply_json(struct node_config *c, const struct json *settings)
 int node_config_copy(const struct node_config *src, struct node_config *dst)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct json *j = NULL;
+	json_t *j = NULL;
 	int r;
 
 	node_config_init(dst);
@@ -694,7 +696,7 @@ int node_config_copy(const struct node_config *src, struct node_config *dst)
 	r = r ?: json_parse(b.data, b.len, &j, NULL);
 	r = r ?: node_config_apply_json(dst, j);
 	r = r ?: node_config_copy_secrets(dst, src);
-	json_free(j);
+	json_decref(j);
 	if (r < 0)
 		node_config_destroy(dst);
 	return r;
@@ -724,12 +726,15 @@ int node_config_secrets_json(struct buf *b, const struct node_config *c)
 	return r ?: buf_append(b, "}", 1);
 }
 
-int node_config_apply_secrets(struct node_config *c, const struct json *j)
+int node_config_apply_secrets(struct node_config *c, const json_t *j)
 {
-	if (!json_is(j, JSON_OBJECT))
+	if (!json_is_object(j))
 		return log_error(-EINVAL, "request: secrets: not an object");
-	for (size_t n = 0; n < json_len(j); n++) {
-		const char *key = json_key_at(j, n, NULL), *v = json_cstr(json_at(j, n));
+	const char *key;
+	json_t *jv;
+
+	json_object_foreach ((json_t *)j, key, jv) {
+		const char *v = json_cstr(jv);
 		size_t i;
 
 		for (i = 0; i < NKEYS; i++)

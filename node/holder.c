@@ -126,27 +126,27 @@ static int record_detach(struct holder *h, const char *mountpoint, const char *k
 /* Take the worker's record of a new mount (and its descriptors: fds). */
 static int record_add(struct holder *h, const struct buf *b, int fds[NODE_MSG_FDS])
 {
-	struct json *j = NULL;
+	json_t *j = NULL;
 	const char *mnt;
 	struct record *v;
 	int r = json_parse(b->data, b->len, &j, NULL);
 
 	mnt = r == 0 ? json_get_cstr(j, "mountpoint") : NULL;
 	if (!mnt) {
-		json_free(j);
+		json_decref(j);
 		return log_error(-EBADMSG, "node: a mount record without a mountpoint");
 	}
 	record_del(h, mnt);   /* a mountpoint is one mount */
 	v = realloc(h->recs, (h->nrecs + 1) * sizeof(*v));
 	if (!v) {
-		json_free(j);
+		json_decref(j);
 		return -ENOMEM;
 	}
 	h->recs = v;
 	v = &h->recs[h->nrecs];
 	v->mountpoint = strdup(mnt);
 	v->json = strdup((const char *)b->data);
-	json_free(j);
+	json_decref(j);
 	if (!v->mountpoint || !v->json) {
 		free(v->mountpoint);
 		free(v->json);
@@ -281,7 +281,7 @@ static void on_message(struct holder *h)
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	int fds[NODE_MSG_FDS];
 	uint32_t type;
-	struct json *j = NULL;
+	json_t *j = NULL;
 	int r = node_msg_recv(h->chan, &type, &b, fds);
 
 	if (r <= 0) {
@@ -325,7 +325,7 @@ static void on_message(struct holder *h)
 	default:
 		log_msg(LOG_WARN, "node: unknown message %u from the worker", type);
 	}
-	json_free(j);
+	json_decref(j);
 	for (int i = 0; i < NODE_MSG_FDS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -26,11 +26,11 @@ void node_job_free(struct pjob *j)
 }
 
 /* Start a prefetch; the client gets its answer when it ends (1). */
-int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
+int node_job_start(struct worker *w, const json_t *req, struct pjob **ret)
 {
 	struct pjob *j = calloc(1, sizeof(*j));
 	const char *ref;
-	const struct json *paths = json_get(req, "paths");
+	const json_t *paths = json_object_get(req, "paths");
 	_cleanup_free_ const char **pv = NULL;
 	struct image_profile *prof = NULL;
 	bool profiled = false, no_profile = false;
@@ -49,21 +49,21 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 		j->have_cfg = r == 0;
 		timeout = (int64_t)j->cfg.fetch_timeout_ms;
 	}
-	if (r == 0 && ((json_get(req, "decode") && json_bool(json_get(req, "decode"), &j->decode) < 0) ||
-	               (json_get(req, "profiled") && json_bool(json_get(req, "profiled"), &profiled) < 0) ||
-	               (json_get(req, "no_profile") && json_bool(json_get(req, "no_profile"), &no_profile) < 0) ||
-	               (json_get(req, "progress") && json_bool(json_get(req, "progress"), &j->progress) < 0) ||
-	               (json_get(req, "fetch_timeout_ms") &&
-	                (json_int(json_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
+	if (r == 0 && ((json_object_get(req, "decode") && json_bool(json_object_get(req, "decode"), &j->decode) < 0) ||
+	               (json_object_get(req, "profiled") && json_bool(json_object_get(req, "profiled"), &profiled) < 0) ||
+	               (json_object_get(req, "no_profile") && json_bool(json_object_get(req, "no_profile"), &no_profile) < 0) ||
+	               (json_object_get(req, "progress") && json_bool(json_object_get(req, "progress"), &j->progress) < 0) ||
+	               (json_object_get(req, "fetch_timeout_ms") &&
+	                (json_int(json_object_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
 		r = log_error(-EINVAL, "request: prefetch: a bad option");
-	if (r == 0 && paths && !json_is(paths, JSON_ARRAY))
+	if (r == 0 && paths && !json_is_array(paths))
 		r = log_error(-EINVAL, "request: prefetch: paths: not an array");
-	if (r == 0 && json_len(paths)) {
-		pv = calloc(json_len(paths), sizeof(*pv));
+	if (r == 0 && json_array_size(paths)) {
+		pv = calloc(json_array_size(paths), sizeof(*pv));
 		if (!pv)
 			r = -ENOMEM;
-		for (size_t i = 0; r == 0 && i < json_len(paths); i++)
-			if (!(pv[i] = json_cstr(json_at(paths, i))))
+		for (size_t i = 0; r == 0 && i < json_array_size(paths); i++)
+			if (!(pv[i] = json_cstr(json_array_get(paths, i))))
 				r = log_error(-EINVAL, "request: prefetch: paths: not strings");
 	}
 	if (r < 0)
@@ -120,7 +120,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 			.pack_offsets = j->pack_offsets,
 			.prof = prof,
 			.paths = pv,
-			.npaths = json_len(paths),
+			.npaths = json_array_size(paths),
 			.decode = j->decode,
 			.profiled = profiled,
 		};

@@ -119,7 +119,7 @@ static int mount_record(const struct mount *m, struct buf *b)
 }
 
 /* m->cfg from the request (or record); m's store URL and cache from it. */
-int node_mount_config(struct worker *w, struct mount *m, const struct json *req)
+int node_mount_config(struct worker *w, struct mount *m, const json_t *req)
 {
 	int r = node_request_config(w, req, &m->cfg);
 
@@ -132,13 +132,15 @@ int node_mount_config(struct worker *w, struct mount *m, const struct json *req)
 }
 
 /* Options: the mount's settings, then the request's (or record's) own. */
-int node_mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o)
+int node_mopts_parse(const struct node_config *c, const json_t *j, struct mopts *o)
 {
 	static const struct { const char *key; size_t off; } flags[] = {
 		{ "suid", offsetof(struct mopts, suid) },
 		{ "dev", offsetof(struct mopts, dev) },
 		{ "allow_other", offsetof(struct mopts, allow_other) },
 	};
+	const char *k;
+	json_t *v;
 
 	*o = (struct mopts){
 		.readahead = c->readahead,
@@ -151,10 +153,10 @@ int node_mopts_parse(const struct node_config *c, const struct json *j, struct m
 		.cpu_latency = c->cpu_latency,
 		.profile = c->profile,
 	};
-	if (j && !json_is(j, JSON_OBJECT))
+	if (j && !json_is_object(j))
 		return log_error(-EINVAL, "request: options: not an object");
-	for (size_t i = 0; i < json_len(j); i++) {
-		const char *k = json_key_at(j, i, NULL);
+	json_object_foreach ((json_t *)j, k, v) {
+		(void)v;
 		bool known = !strcmp(k, "record");
 
 		for (size_t f = 0; f < ARRAY_SIZE(flags); f++)
@@ -163,12 +165,12 @@ int node_mopts_parse(const struct node_config *c, const struct json *j, struct m
 			return log_error(-EINVAL, "request: options: unknown option '%.64s'", k);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
-		const struct json *f = json_get(j, flags[i].key);
+		const json_t *f = json_object_get(j, flags[i].key);
 
 		if (f && json_bool(f, (bool *)((char *)o + flags[i].off)) < 0)
 			return log_error(-EINVAL, "request: options: %s: not a boolean", flags[i].key);
 	}
-	if (json_get(j, "record")) {
+	if (json_object_get(j, "record")) {
 		const char *p = json_get_cstr(j, "record");
 
 		if (!p || p[0] != '/')
@@ -498,7 +500,7 @@ int node_mount_new(struct worker *w, struct mount *m)
 /* A record from the holder: take the connection over, or end it. */
 void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS])
 {
-	struct json *j = NULL;
+	json_t *j = NULL;
 	struct mount *m = calloc(1, sizeof(*m));
 	const char *mnt = NULL;
 	int r = m ? json_parse(b->data, b->len, &j, NULL) : -ENOMEM;
@@ -516,7 +518,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 			r = -ENOMEM;
 		m->ref = (s = json_get_cstr(j, "ref")) ? strdup(s) : NULL;
 		s = json_get_cstr(j, "index");
-		(void)json_bool(json_get(j, "shared"), &m->shared);
+		(void)json_bool(json_object_get(j, "shared"), &m->shared);
 		if (r == 0 && (!m->mountpoint || !m->ref || !s || strlen(s) != 32))
 			r = -EBADMSG;
 		else
@@ -525,7 +527,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	if (r == 0)
 		r = node_mount_config(w, m, j);
 	if (r == 0)
-		r = node_mopts_parse(&m->cfg, json_get(j, "options"), &m->o);
+		r = node_mopts_parse(&m->cfg, json_object_get(j, "options"), &m->o);
 	if (r == 0 && fds[0] < 0)
 		r = -ENOTCONN;      /* nothing kept it: it ended with the last worker */
 	if (r == 0)
@@ -566,7 +568,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	for (int i = 0; i < NODE_MSG_FDS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	json_free(j);
+	json_decref(j);
 	node_mount_free(m);
 }
 /* m, unless its mount is gone (unmounted behind the node's back: umount -l,

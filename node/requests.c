@@ -23,21 +23,21 @@
 
 /* c (initialised here): the node's settings, then the request's (its
  * settings, then the shorthands store, cache, s3_endpoint). */
-int node_request_config(struct worker *w, const struct json *req, struct node_config *c)
+int node_request_config(struct worker *w, const json_t *req, struct node_config *c)
 {
 	static const char *const shorthands[] = { "store", "cache", "s3_endpoint" };
 	int r = node_config_copy(w->cfg, c);
 
 	if (r < 0)
 		return log_errno(r, "request: settings");
-	if (json_get(req, "settings"))
-		r = node_config_apply_json(c, json_get(req, "settings"));
-	if (r == 0 && json_get(req, "secrets"))
-		r = node_config_apply_secrets(c, json_get(req, "secrets"));
+	if (json_object_get(req, "settings"))
+		r = node_config_apply_json(c, json_object_get(req, "settings"));
+	if (r == 0 && json_object_get(req, "secrets"))
+		r = node_config_apply_secrets(c, json_object_get(req, "secrets"));
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(shorthands); i++) {
 		const char *v = json_get_cstr(req, shorthands[i]);
 
-		if (json_get(req, shorthands[i]) && (!v || !*v))
+		if (json_object_get(req, shorthands[i]) && (!v || !*v))
 			r = log_error(-EINVAL, "request: %s: want a non-empty string", shorthands[i]);
 		else if (v)
 			r = node_config_set(c, shorthands[i], v, shorthands[i]);
@@ -52,9 +52,9 @@ int node_request_config(struct worker *w, const struct json *req, struct node_co
 
 /* ---- requests --------------------------------------------------------------- */
 
-const char *node_req_str(const struct json *req, const char *key, int *r)
+const char *node_req_str(const json_t *req, const char *key, int *r)
 {
-	const struct json *v = json_get(req, key);
+	const json_t *v = json_object_get(req, key);
 	const char *s = json_cstr(v);
 
 	if (v && (!s || !*s)) {
@@ -85,7 +85,7 @@ static int reply_mount(const struct mount *m, struct buf *out)
 	return r;
 }
 
-static int do_mount(struct worker *w, const struct json *req, struct buf *out)
+static int do_mount(struct worker *w, const json_t *req, struct buf *out)
 {
 	struct mount *m = calloc(1, sizeof(*m));
 	const char *ref, *mnt, *images;
@@ -110,10 +110,10 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 			r = -ENOMEM;
 	}
 	if (r == 0)
-		r = node_mopts_parse(&m->cfg, json_get(req, "options"), &m->o);
+		r = node_mopts_parse(&m->cfg, json_object_get(req, "options"), &m->o);
 	if (r < 0)
 		goto out;
-	if (!images && json_get(req, "settings"))
+	if (!images && json_object_get(req, "settings"))
 		images = m->cfg.images_dir;
 	/* Resolving a path inside a mount this worker serves would wait for
 	 * this worker: refused before any path is looked at. */
@@ -226,7 +226,7 @@ out:
 	return r;
 }
 
-static int do_umount(struct worker *w, const struct json *req, struct buf *out)
+static int do_umount(struct worker *w, const json_t *req, struct buf *out)
 {
 	int r = 0;
 	const char *mnt = node_req_str(req, "mountpoint", &r);
@@ -251,7 +251,7 @@ static int do_umount(struct worker *w, const struct json *req, struct buf *out)
 	return log_error(-ENOENT, "umount '%s': not a mount of this node", mnt);
 }
 
-static int do_status(struct worker *w, const struct json *req, struct buf *out)
+static int do_status(struct worker *w, const json_t *req, struct buf *out)
 {
 	uint64_t uptime_ms = w->holder_uptime_ms + (now_ns() - w->hello_ns) / 1000000;
 	int r;
@@ -284,7 +284,7 @@ static int do_status(struct worker *w, const struct json *req, struct buf *out)
 	return r ?: buf_printf(out, "]");
 }
 
-static int do_stats(struct worker *w, const struct json *req, struct buf *out)
+static int do_stats(struct worker *w, const json_t *req, struct buf *out)
 {
 	int r = 0;
 	const char *cache = node_req_str(req, "cache", &r);
@@ -311,7 +311,7 @@ static int do_stats(struct worker *w, const struct json *req, struct buf *out)
 	return r;
 }
 
-static int do_stop(struct worker *w, const struct json *req, struct buf *out)
+static int do_stop(struct worker *w, const json_t *req, struct buf *out)
 {
 	node_mounts_end_all(w);
 	if (w->chan >= 0)
@@ -320,7 +320,7 @@ static int do_stop(struct worker *w, const struct json *req, struct buf *out)
 	return buf_printf(out, ",\"holder_pid\":%d", (int)w->holder_pid);
 }
 
-static int do_upgrade(struct worker *w, const struct json *req, struct buf *out)
+static int do_upgrade(struct worker *w, const json_t *req, struct buf *out)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	_cleanup_free_ char *abs = NULL;
@@ -388,7 +388,7 @@ static void capture_end(struct worker *w, struct buf *ret)
 
 static const struct {
 	const char *verb;
-	int (*fn)(struct worker *w, const struct json *req, struct buf *out);
+	int (*fn)(struct worker *w, const json_t *req, struct buf *out);
 } verbs[] = {
 	{ "mount", do_mount },
 	{ "umount", do_umount },
@@ -413,7 +413,7 @@ void node_send_reply(struct client *c, const struct buf *reply)
 void node_handle(struct worker *w, struct client *c)
 {
 	_cleanup_(buf_freep) struct buf out = BUF_INIT, log = BUF_INIT, reply = BUF_INIT;
-	struct json *req = NULL;
+	json_t *req = NULL;
 	const char *verb = NULL;
 	int r;
 
@@ -422,7 +422,7 @@ void node_handle(struct worker *w, struct client *c)
 		r = log_error(-EMSGSIZE, "request: larger than %u bytes", NODE_REQUEST_MAX);
 	} else {
 		r = json_parse_logged(c->in.data, c->in.len, "request", &req);
-		if (r == 0 && !json_is(req, JSON_OBJECT))
+		if (r == 0 && !json_is_object(req))
 			r = log_error(-EINVAL, "request: not a JSON object");
 		if (r == 0 && !(verb = json_get_cstr(req, "verb")))
 			r = log_error(-EINVAL, "request: no verb");
@@ -445,7 +445,7 @@ void node_handle(struct worker *w, struct client *c)
 		/* answered when the prefetch ends (serve_clients) */
 		c->job->log = log;
 		log = (struct buf)BUF_INIT;
-		json_free(req);
+		json_decref(req);
 		return;
 	}
 	if (r < 0) {
@@ -481,5 +481,5 @@ void node_handle(struct worker *w, struct client *c)
 		(void)buf_printf(&reply, "{\"ok\":false,\"error\":\"out of memory\"}\n");
 	}
 	node_send_reply(c, &reply);
-	json_free(req);
+	json_decref(req);
 }

@@ -180,20 +180,20 @@ int node_stats_json(struct buf *b, const struct cache_stats *st,
 	return r ?: buf_printf(b, "]}");
 }
 
-static int get_u64(const struct json *j, const char *key, uint64_t *ret)
+static int get_u64(const json_t *j, const char *key, uint64_t *ret)
 {
 	int64_t v;
 
-	if (json_int(json_get(j, key), &v) < 0 || v < 0)
+	if (json_int(json_object_get(j, key), &v) < 0 || v < 0)
 		return -EBADMSG;
 	*ret = (uint64_t)v;
 	return 0;
 }
 
-int node_stats_parse(const struct json *j, struct cache_stats *st, struct node_stats_image **ret,
+int node_stats_parse(const json_t *j, struct cache_stats *st, struct node_stats_image **ret,
                      size_t *ret_n)
 {
-	const struct json *lat = json_get(j, "fetch_latency_us"), *ims = json_get(j, "images");
+	const json_t *lat = json_object_get(j, "fetch_latency_us"), *ims = json_object_get(j, "images");
 	struct node_stats_image *v = NULL;
 	size_t n = 0;
 	int r = 0;
@@ -201,22 +201,22 @@ int node_stats_parse(const struct json *j, struct cache_stats *st, struct node_s
 	*ret = NULL;
 	*ret_n = 0;
 	memset(st, 0, sizeof(*st));
-	if (!json_is(j, JSON_OBJECT) || !json_is(lat, JSON_ARRAY) ||
-	    json_len(lat) != CACHE_LATENCY_BUCKETS || !json_is(ims, JSON_ARRAY))
+	if (!json_is_object(j) || !json_is_array(lat) ||
+	    json_array_size(lat) != CACHE_LATENCY_BUCKETS || !json_is_array(ims))
 		return -EBADMSG;
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(scalars); i++)
 		r = get_u64(j, scalars[i].key, &U64(st, scalars[i].off));
 	for (int i = 0; r == 0 && i < CACHE_LATENCY_BUCKETS; i++)
-		r = get_u64(json_at(lat, (size_t)i), "count", &st->fetch_latency[i]);
-	if (r == 0 && json_len(ims) && !(v = calloc(json_len(ims), sizeof(*v))))
+		r = get_u64(json_array_get(lat, (size_t)i), "count", &st->fetch_latency[i]);
+	if (r == 0 && json_array_size(ims) && !(v = calloc(json_array_size(ims), sizeof(*v))))
 		r = -ENOMEM;
-	for (; r == 0 && n < json_len(ims); n++) {
-		const struct json *o = json_at(ims, n);
+	for (; r == 0 && n < json_array_size(ims); n++) {
+		const json_t *o = json_array_get(ims, n);
 		const char *idx = json_get_cstr(o, "index"), *mnt = json_get_cstr(o, "mountpoint");
 		int64_t pid;
 
 		if (!idx || !mnt || strlen(idx) >= sizeof(v[n].index) ||
-		    json_int(json_get(o, "pid"), &pid) < 0) {
+		    json_int(json_object_get(o, "pid"), &pid) < 0) {
 			r = -EBADMSG;
 			break;
 		}

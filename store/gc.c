@@ -244,8 +244,8 @@ struct record {
 static int record_read(struct gc *g, struct record *rec)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct json *doc = NULL;
-	const struct json *v;
+	json_t *doc = NULL;
+	const json_t *v;
 	const char *ph;
 	int64_t n;
 	int r;
@@ -260,30 +260,30 @@ static int record_read(struct gc *g, struct record *rec)
 	r = json_parse(b.data, b.len, &doc, NULL);
 	ph = r == 0 ? json_get_cstr(doc, "phase") : NULL;
 	if (!ph || (strcmp(ph, "moving") && strcmp(ph, "waiting"))) {
-		json_free(doc);
+		json_decref(doc);
 		return log_error(-EBADMSG, "store '%s': %s is corrupt: delete it, and run "
 		                 "`lazyroot store gc` again", store_url(g->s), GC_RECORD);
 	}
 	rec->present = true;
 	snprintf(rec->phase, sizeof(rec->phase), "%s", ph);
-	if (json_int(json_get(doc, "started"), &n) == 0)
+	if (json_int(json_object_get(doc, "started"), &n) == 0)
 		rec->started = n;
-	if (json_int(json_get(doc, "moved_at"), &n) == 0)
+	if (json_int(json_object_get(doc, "moved_at"), &n) == 0)
 		rec->moved_at = n;
-	if (json_int(json_get(doc, "grace"), &n) == 0)
+	if (json_int(json_object_get(doc, "grace"), &n) == 0)
 		rec->grace = n;
-	if (json_int(json_get(doc, "moved"), &n) == 0)
+	if (json_int(json_object_get(doc, "moved"), &n) == 0)
 		rec->moved = (uint64_t)n;
-	if (json_int(json_get(doc, "moved_bytes"), &n) == 0)
+	if (json_int(json_object_get(doc, "moved_bytes"), &n) == 0)
 		rec->moved_bytes = (uint64_t)n;
-	v = json_get(doc, "leases");
-	for (size_t i = 0; r == 0 && i < json_len(v); i++) {
-		const char *k = json_cstr(json_at(v, i));
+	v = json_object_get(doc, "leases");
+	for (size_t i = 0; r == 0 && i < json_array_size(v); i++) {
+		const char *k = json_cstr(json_array_get(v, i));
 
 		if (k)
 			r = store_keys_add(&rec->leases, k);
 	}
-	json_free(doc);
+	json_decref(doc);
 	store_keys_sort(&rec->leases);
 	return r;
 }

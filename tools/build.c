@@ -55,7 +55,7 @@ static void usage(FILE *f)
 /* Read an image config file and check that it is a JSON object. */
 static int read_config(const char *path, struct buf *ret)
 {
-	struct json *doc = NULL;
+	json_t *doc = NULL;
 	char what[64 + PATH_MAX];
 	int r;
 
@@ -64,9 +64,9 @@ static int read_config(const char *path, struct buf *ret)
 		return log_errno(r, "--config '%s'", path);
 	snprintf(what, sizeof(what), "--config '%s'", path);
 	r = json_parse_logged(ret->data, ret->len, what, &doc);
-	if (r == 0 && json_type(doc) != JSON_OBJECT)
+	if (r == 0 && !json_is_object(doc))
 		r = log_error(-EINVAL, "--config '%s': not a JSON object", path);
-	json_free(doc);
+	json_decref(doc);
 	return r;
 }
 

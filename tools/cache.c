@@ -120,7 +120,7 @@ static int stats_get(const struct node_config *cfg, struct cache_stats *st,
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_free_ char *dir = tools_absolute(cfg->cache_dir);
 	const struct cache_stats *map;
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	int r = dir ? buf_printf(&req, "{\"verb\":\"stats\",\"cache\":") : -ENOMEM;
 
 	r = r ?: node_json_str(&req, dir);
@@ -133,14 +133,14 @@ static int stats_get(const struct node_config *cfg, struct cache_stats *st,
 		bool ok = false;
 		const char *err = json_get_cstr(reply, "error");
 
-		(void)json_bool(json_get(reply, "ok"), &ok);
+		(void)json_bool(json_object_get(reply, "ok"), &ok);
 		if (!ok)
 			r = log_error(-EIO, "cache stats: the node at '%s': %s", cfg->socket_path,
 			              err ? err : "failed");
-		else if (node_stats_parse(json_get(reply, "stats"), st, im, nim) < 0)
+		else if (node_stats_parse(json_object_get(reply, "stats"), st, im, nim) < 0)
 			r = log_error(-EBADMSG, "cache stats: the node at '%s' answered no counters",
 			              cfg->socket_path);
-		json_free(reply);
+		json_decref(reply);
 		return r;
 	}
 	if (r != -ECONNREFUSED && r != -ENOENT)

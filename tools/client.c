@@ -73,14 +73,14 @@ int tools_node_settings(struct buf *req, const struct node_config *cfg)
 	return r ?: node_config_secrets_json(req, &abs);
 }
 
-int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret)
+int tools_node_request(const struct node_config *cfg, const char *request, json_t **ret)
 {
 	return tools_node_request_progress(cfg, request, NULL, NULL, ret);
 }
 
 int tools_node_request_progress(const struct node_config *cfg, const char *request,
-                                void (*cb)(void *ud, const struct json *progress), void *ud,
-                                struct json **ret)
+                                void (*cb)(void *ud, const json_t *progress), void *ud,
+                                json_t **ret)
 {
 	_cleanup_free_ char *log = NULL, *store = tools_absolute_store_url(cfg->store_url);
 	_cleanup_free_ char *cache = tools_absolute(cfg->cache_dir);

@@ -133,7 +133,7 @@ int cmd_mount(int argc, char **argv)
 	struct tools_flags fl = { 0 };
 	const char *record = NULL;
 	bool suid = false, dev = false, allow_other = true;
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	struct stat st;
 	int c, r = 0;
 
@@ -215,7 +215,7 @@ int cmd_mount(int argc, char **argv)
 		return 1;
 	}
 	r = tools_node_request(&cfg, (char *)req.data, &reply);
-	json_free(reply);
+	json_decref(reply);
 	if (r < 0)
 		return 1;
 	return check_mounted(mnt_abs) < 0 ? 1 : 0;
@@ -338,7 +338,7 @@ int cmd_umount(int argc, char **argv)
 	struct tools_flags fl = { 0 };
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	const char *cache_dir;
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
 	dev_t dev;
@@ -376,9 +376,9 @@ int cmd_umount(int argc, char **argv)
 	    node_call(cfg.socket_path, (char *)req.data, &reply) == 0) {
 		bool ok = false, unknown = false, in_use = false;
 
-		(void)json_bool(json_get(reply, "ok"), &ok);
-		(void)json_bool(json_get(reply, "unknown"), &unknown);
-		(void)json_bool(json_get(reply, "in_use"), &in_use);
+		(void)json_bool(json_object_get(reply, "ok"), &ok);
+		(void)json_bool(json_object_get(reply, "unknown"), &unknown);
+		(void)json_bool(json_object_get(reply, "in_use"), &in_use);
 		if (ok && in_use)
 			log_msg(LOG_WARN, "umount '%s': unmounted, but still in use: the node serves "
 			        "it until its last user lets go", argv[optind]);
@@ -386,10 +386,10 @@ int cmd_umount(int argc, char **argv)
 			if (!ok)
 				log_error(-EIO, "%s", json_get_cstr(reply, "error") ?
 				          json_get_cstr(reply, "error") : "umount failed");
-			json_free(reply);
+			json_decref(reply);
 			return ok ? 0 : 1;
 		}
-		json_free(reply);
+		json_decref(reply);
 	}
 	/* Not the node's: a mount whose server is gone, or of another node. */
 	pidfd = daemon_pidfd(cache_dir, dev);

@@ -19,18 +19,18 @@
 
 /* One line on stderr, redrawn as the node reports: chunks and bytes done of
  * the total, the rate and what is left to wait. */
-static void draw(void *ud, const struct json *pr)
+static void draw(void *ud, const json_t *pr)
 {
 	int64_t done = 0, chunks = 0, bytes = 0, total = 0;
 	double secs = 0, rate;
 	char a[32], b[32], eta[32] = "--";
 
 	(void)ud;
-	(void)json_int(json_get(pr, "chunks_done"), &done);
-	(void)json_int(json_get(pr, "chunks"), &chunks);
-	(void)json_int(json_get(pr, "bytes_done"), &bytes);
-	(void)json_int(json_get(pr, "bytes"), &total);
-	(void)json_double(json_get(pr, "seconds"), &secs);
+	(void)json_int(json_object_get(pr, "chunks_done"), &done);
+	(void)json_int(json_object_get(pr, "chunks"), &chunks);
+	(void)json_int(json_object_get(pr, "bytes_done"), &bytes);
+	(void)json_int(json_object_get(pr, "bytes"), &total);
+	(void)json_double(json_object_get(pr, "seconds"), &secs);
 	rate = secs > 0 ? (double)bytes / secs : 0;
 	if (rate > 0 && secs >= 1 && total >= bytes)
 		snprintf(eta, sizeof(eta), "%.0fs", (double)(total - bytes) / rate);
@@ -98,7 +98,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct tools_flags fl = { 0 };
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	const char *ref;
 	bool json = false, profiled = false, noprofile = false, decode = false, noprog = false;
 	bool progress;
@@ -160,9 +160,9 @@ int cmd_cache_prefetch(int argc, char **argv)
 		char a[32];
 
 		if (r == 0) {
-			(void)json_int(json_get(reply, "chunks"), &chunks);
-			(void)json_int(json_get(reply, "bytes"), &bytes);
-			(void)json_double(json_get(reply, "seconds"), &secs);
+			(void)json_int(json_object_get(reply, "chunks"), &chunks);
+			(void)json_int(json_object_get(reply, "bytes"), &bytes);
+			(void)json_double(json_object_get(reply, "seconds"), &secs);
 			fprintf(stderr, "\r\033[K%lld/%lld chunks  %s in %.1fs\n", (long long)chunks,
 			        (long long)chunks, format_size((uint64_t)bytes, a, sizeof(a)), secs);
 		} else {
@@ -175,15 +175,15 @@ int cmd_cache_prefetch(int argc, char **argv)
 		int64_t chunks = 0, bytes = 0, failed = 0;
 		double secs = 0;
 
-		(void)json_int(json_get(reply, "chunks"), &chunks);
-		(void)json_int(json_get(reply, "bytes"), &bytes);
-		(void)json_int(json_get(reply, "failed"), &failed);
-		(void)json_double(json_get(reply, "seconds"), &secs);
+		(void)json_int(json_object_get(reply, "chunks"), &chunks);
+		(void)json_int(json_object_get(reply, "bytes"), &bytes);
+		(void)json_int(json_object_get(reply, "failed"), &failed);
+		(void)json_double(json_object_get(reply, "seconds"), &secs);
 		printf("{\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%lld,\"bytes\":%lld,"
 		       "\"failed\":%lld,\"seconds\":%.3f}\n", json_get_cstr(reply, "index"),
 		       json_get_cstr(reply, "mode"), (long long)chunks, (long long)bytes,
 		       (long long)failed, secs);
 	}
-	json_free(reply);
+	json_decref(reply);
 	return 0;
 }

@@ -142,6 +142,44 @@ json_t *json_str(const char *s, size_t len)
 	return v;
 }
 
+/* The length of the UTF-8 sequence at p (at most n bytes), or 0 when the
+ * bytes there are not one (overlong, surrogate, above U+10FFFF, cut short). */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 :
+	             p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+
+	if (!len || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||
+	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+json_t *json_text(const char *s, size_t len)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, k;
+
+	while (i < len) {
+		if (p[i] && (k = utf8_seq(p + i, len - i))) {
+			if (buf_append(&b, p + i, k) < 0)
+				return NULL;
+			i += k;
+		} else {
+			if (buf_append(&b, "\xef\xbf\xbd", 3) < 0)
+				return NULL;
+			i++;
+		}
+	}
+	return json_stringn((char *)b.data ? (char *)b.data : "", b.len);
+}
+
 json_t *json_u64(uint64_t v)
 {
 	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);

@@ -89,6 +89,10 @@ int json_file_add(FILE *f, json_t *v);
 /* A string value of len bytes (need not be NUL-terminated), or NULL when it
  * is not valid UTF-8 (logged) or memory runs out. */
 json_t *json_str(const char *s, size_t len);
+/* Text for people (an error message, a log): like json_str, but each byte
+ * that is not part of valid UTF-8, and each NUL, becomes U+FFFD, so that a
+ * message quoting an odd file name is still sent.  NULL: out of memory. */
+json_t *json_text(const char *s, size_t len);
 /* An integer value of an unsigned count or size.  JSON has no unsigned
  * type; the counters written never come near 2^63, and a larger value is
  * written as INT64_MAX rather than wrapping negative. */

@@ -31,23 +31,6 @@
  * store (retried for the fetch timeout): long, but not forever. */
 #define NODE_REPLY_TIMEOUT_S 3600
 
-int node_json_str(struct buf *b, const char *s)
-{
-	int r = buf_append(b, "\"", 1);
-
-	for (; r == 0 && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			r = buf_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			r = buf_printf(b, "\\u%04x", c);
-		else
-			r = buf_append(b, s, 1);
-	}
-	return r ? r : buf_append(b, "\"", 1);
-}
-
 /* ---- the channel ---------------------------------------------------------- */
 
 int node_msg_send(int fd, uint32_t type, const char *json, size_t len, const int *fds,

@@ -642,23 +642,21 @@ void node_config_dump(const struct node_config *c, FILE *f, bool commented)
 
 /* ---- the settings as JSON, between a command and the node ------------------ */
 
-int node_config_json(struct buf *b, const struct node_config *c)
+json_t *node_config_json(const struct node_config *c)
 {
 	const struct node_config_key *k;
+	json_t *o = json_object();
 	char v[4096];
-	bool first = true;
-	int r = buf_append(b, "{", 1);
 
-	for (size_t i = 0; r == 0 && (k = node_config_key_at(i)); i++) {
+	for (size_t i = 0; o && (k = node_config_key_at(i)); i++) {
 		if (k->env_only || node_config_get(c, k->key, v, sizeof(v)) < 0)
 			continue;
-		r = buf_printf(b, "%s", first ? "" : ",");
-		r = r ?: node_json_str(b, k->key);
-		r = r ?: buf_append(b, ":", 1);
-		r = r ?: node_json_str(b, v);
-		first = false;
+		if (json_object_set_new(o, k->key, json_str(v, strlen(v))) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
 	}
-	return r ?: buf_append(b, "}", 1);
+	return o;
 }
 
 int node_config_apply_json(struct node_config *c, const json_t *settings)
@@ -687,13 +685,10 @@ int node_config_apply_json(struct node_config *c, const json_t *settings)
 
 int node_config_copy(const struct node_config *src, struct node_config *dst)
 {
-	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	json_t *j = NULL;
-	int r;
+	json_t *j = node_config_json(src);
+	int r = j ? 0 : -ENOMEM;
 
 	node_config_init(dst);
-	r = node_config_json(&b, src);
-	r = r ?: json_parse(b.data, b.len, &j, NULL);
 	r = r ?: node_config_apply_json(dst, j);
 	r = r ?: node_config_copy_secrets(dst, src);
 	json_decref(j);
@@ -704,26 +699,22 @@ int node_config_copy(const struct node_config *src, struct node_config *dst)
 
 /* ---- the environment-only settings between a command and the node ------- */
 
-int node_config_secrets_json(struct buf *b, const struct node_config *c)
+json_t *node_config_secrets_json(const struct node_config *c)
 {
-	bool first = true;
-	int r = buf_append(b, "{", 1);
+	json_t *o = json_object();
 
-	for (size_t i = 0; r == 0 && i < NKEYS; i++) {
+	for (size_t i = 0; o && i < NKEYS; i++) {
 		const char *v;
 
 		if (!keys[i].pub.env_only || keys[i].type != T_SECRET)
 			continue;
 		v = *(char *const *)cfield(c, &keys[i]);
-		if (!v)
-			continue;
-		r = buf_printf(b, "%s", first ? "" : ",");
-		r = r ?: node_json_str(b, keys[i].pub.key);
-		r = r ?: buf_append(b, ":", 1);
-		r = r ?: node_json_str(b, v);
-		first = false;
+		if (v && json_object_set_new(o, keys[i].pub.key, json_str(v, strlen(v))) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
 	}
-	return r ?: buf_append(b, "}", 1);
+	return o;
 }
 
 int node_config_apply_secrets(struct node_config *c, const json_t *j)

@@ -185,10 +185,11 @@ void node_config_cache_params(const struct node_config *c, struct cache_params *
 
 struct buf;
 struct json_t;
-/* Append c's settings to b as a JSON object {"key":"text",…}: every setting
- * but the environment-only ones (secrets), in the text form node_config_set()
- * reads back. */
-int node_config_json(struct buf *b, const struct node_config *c);
+/* c's settings as a JSON object {"key":"text",…} (a new reference, NULL when
+ * memory runs out or a value is not UTF-8): every setting but the
+ * environment-only ones (secrets), in the text form node_config_set() reads
+ * back. */
+struct json_t *node_config_json(const struct node_config *c);
 /* A copy of src into dst (initialised here): its settings and its
  * environment-only ones (the credentials it carries). */
 int node_config_copy(const struct node_config *src, struct node_config *dst);
@@ -200,8 +201,9 @@ int node_config_apply_json(struct node_config *c, const struct json_t *settings)
  * to the node over its root-only socket, so that a node started by another
  * command reads a store with the credentials of the command that names it,
  * and to the holder's records, so that a later worker does too.  Never
- * printed.  As a JSON object (appended to b); applied from one; copied. */
-int node_config_secrets_json(struct buf *b, const struct node_config *c);
+ * printed.  As a JSON object (a new reference, NULL when memory runs out or
+ * a value is not UTF-8); applied from one; copied. */
+struct json_t *node_config_secrets_json(const struct node_config *c);
 int node_config_apply_secrets(struct node_config *c, const struct json_t *j);
 int node_config_copy_secrets(struct node_config *dst, const struct node_config *src);
 

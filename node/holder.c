@@ -103,15 +103,27 @@ static int record_detach(struct holder *h, const char *mountpoint, const char *k
 {
 	struct record *rec = record_find(h, mountpoint);
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	json_t *old = NULL, *doc;
 	char *k;
+	int r;
 
-	if (!rec || rec->json[0] != '{')
-		return rec ? -EBADMSG : 0;
-	k = strdup(key);
-	if (!k || buf_printf(&b, "{\"detached\":") < 0 || node_json_str(&b, key) < 0 ||
-	    buf_printf(&b, ",%s", rec->json + 1) < 0) {
+	if (!rec)
+		return 0;
+	r = json_parse(rec->json, strlen(rec->json), &old, NULL);
+	if (r < 0 || !json_is_object(old)) {
+		json_decref(old);
+		return r < 0 ? r : -EBADMSG;
+	}
+	/* "detached" first, then the record's own members */
+	doc = json_pack("{s:s}", "detached", key);
+	r = doc && json_object_update(doc, old) == 0 ? 0 : -ENOMEM;
+	json_decref(old);
+	r = r ?: json_buf_add(&b, json_incref(doc));
+	json_decref(doc);
+	k = r == 0 ? strdup(key) : NULL;
+	if (!k || buf_append_zero(&b, 1) < 0) {
 		free(k);
-		return -ENOMEM;
+		return r ?: -ENOMEM;
 	}
 	record_del(h, key);
 	rec = record_find(h, mountpoint);
@@ -188,7 +200,7 @@ static void worker_exec(struct holder *h, const char *binary, int chan)
 static int worker_start(struct holder *h)
 {
 	const char *binary = h->next_binary ? h->next_binary : h->self;
-	char hello[256];
+	_cleanup_(buf_freep) struct buf hello = BUF_INIT;
 	int sv[2], r;
 	pid_t pid;
 
@@ -209,10 +221,10 @@ static int worker_start(struct holder *h)
 	h->worker_started_ns = now_ns();
 	if (h->ever_ready)
 		h->takeovers++;
-	snprintf(hello, sizeof(hello),
-	         "{\"holder_pid\":%d,\"takeovers\":%u,\"uptime_ms\":%llu}", (int)getpid(),
-	         h->takeovers, (unsigned long long)((now_ns() - h->started_ns) / 1000000));
-	r = node_msg_send(h->chan, NODE_MSG_HELLO, hello, strlen(hello), NULL, 0);
+	r = json_pack_buf(&hello, "{s:i, s:I, s:o}", "holder_pid", (int)getpid(),
+	                  "takeovers", (json_int_t)h->takeovers,
+	                  "uptime_ms", json_u64((now_ns() - h->started_ns) / 1000000));
+	r = r ?: node_msg_send(h->chan, NODE_MSG_HELLO, (char *)hello.data, hello.len, NULL, 0);
 	for (size_t i = 0; r == 0 && i < h->nrecs; i++)
 		r = node_msg_send(h->chan, NODE_MSG_RECORD, h->recs[i].json,
 		                  strlen(h->recs[i].json), h->recs[i].fds, NODE_MSG_FDS);

@@ -97,25 +97,19 @@ void node_mount_free(struct mount *m)
 
 static int mount_record(const struct mount *m, struct buf *b)
 {
-	int r = buf_printf(b, "{\"mountpoint\":");
+	json_t *opts = json_pack("{s:b, s:b, s:b}", "suid", m->o.suid, "dev", m->o.dev,
+	                         "allow_other", m->o.allow_other);
 
-	r = r ?: node_json_str(b, m->mountpoint);
-	r = r ?: buf_printf(b, ",\"ref\":");
-	r = r ?: node_json_str(b, m->ref);
-	r = r ?: buf_printf(b, ",\"index\":\"%s\",\"shared\":%s,\"settings\":", m->hex,
-	                    m->shared ? "true" : "false");
-	r = r ?: node_config_json(b, &m->cfg);
-	r = r ?: buf_printf(b, ",\"secrets\":");
-	r = r ?: node_config_secrets_json(b, &m->cfg);
-	r = r ?: buf_printf(b, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
-	                    m->o.suid ? "true" : "false", m->o.dev ? "true" : "false",
-	                    m->o.allow_other ? "true" : "false");
-	if (m->o.record) {
-		r = r ?: buf_printf(b, ",\"record\":");
-		r = r ?: node_json_str(b, m->o.record);
+	if (opts && m->o.record &&
+	    json_object_set_new(opts, "record", json_str(m->o.record, strlen(m->o.record))) < 0) {
+		json_decref(opts);
+		opts = NULL;
 	}
-	r = r ?: buf_printf(b, "}}");
-	return r ?: buf_append_zero(b, 1);
+	return json_pack_buf(b, "{s:s, s:s, s:s, s:b, s:o, s:o, s:o}", "mountpoint", m->mountpoint,
+	                     "ref", m->ref, "index", m->hex, "shared", m->shared,
+	                     "settings", node_config_json(&m->cfg),
+	                     "secrets", node_config_secrets_json(&m->cfg), "options", opts) ?:
+	       buf_append_zero(b, 1);
 }
 
 /* m->cfg from the request (or record); m's store URL and cache from it. */
@@ -259,8 +253,7 @@ static void tell_holder_del(struct worker *w, const char *mountpoint)
 
 	if (w->chan < 0 || w->holder_gone)
 		return;
-	if (buf_printf(&b, "{\"mountpoint\":") == 0 && node_json_str(&b, mountpoint) == 0 &&
-	    buf_printf(&b, "}") == 0)
+	if (json_pack_buf(&b, "{s:s}", "mountpoint", mountpoint) == 0)
 		(void)node_msg_send(w->chan, NODE_MSG_DEL, (char *)b.data, b.len, NULL, 0);
 }
 
@@ -277,9 +270,7 @@ static void tell_holder_detach(struct worker *w, struct mount *m)
 		return;
 	snprintf(key, sizeof(key), "%s (detached %u:%u)", m->mountpoint, major(m->dev),
 	         minor(m->dev));
-	if (buf_printf(&b, "{\"mountpoint\":") == 0 && node_json_str(&b, m->mountpoint) == 0 &&
-	    buf_printf(&b, ",\"key\":") == 0 && node_json_str(&b, key) == 0 &&
-	    buf_printf(&b, "}") == 0 &&
+	if (json_pack_buf(&b, "{s:s, s:s}", "mountpoint", m->mountpoint, "key", key) == 0 &&
 	    node_msg_send(w->chan, NODE_MSG_DETACH, (char *)b.data, b.len, NULL, 0) == 0)
 		m->holder_key = strdup(key);
 }

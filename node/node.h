@@ -94,7 +94,4 @@ typedef void (*node_progress_fn)(void *ud, const struct json_t *progress);
 int node_request_progress(const char *socket, char *const *start_args, const char *request,
                           node_progress_fn cb, void *ud, struct json_t **ret);
 
-/* Append s as a JSON string literal to b. */
-int node_json_str(struct buf *b, const char *s);
-
 #endif

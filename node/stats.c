@@ -146,38 +146,62 @@ int node_stats_images_from_slots(const struct cache_stats *st, struct node_stats
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-int node_stats_json(struct buf *b, const struct cache_stats *st,
-                    const struct node_stats_image *im, size_t n)
+/* a with v appended (v's reference taken), or NULL once an append failed
+ * (a released). */
+static json_t *push(json_t *a, json_t *v)
 {
-	int r = 0;
+	if (!a) {
+		json_decref(v);
+		return NULL;
+	}
+	if (json_array_append_new(a, v) < 0) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
 
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(scalars); i++)
-		r = buf_printf(b, "%s\"%s\":%llu", i ? "," : "{", scalars[i].key,
-		               (unsigned long long)CU64(st, scalars[i].off));
-	r = r ?: buf_printf(b, ",\"fetch_latency_us\":[");
+json_t *node_stats_json(const struct cache_stats *st, const struct node_stats_image *im,
+                        size_t n)
+{
+	json_t *o = json_object(), *lat = json_array(), *ims = json_array();
+	bool ok = o && lat && ims;
+
+	for (size_t i = 0; ok && i < ARRAY_SIZE(scalars); i++)
+		ok = json_object_set_new(o, scalars[i].key, json_u64(CU64(st, scalars[i].off))) == 0;
 	/* the last bucket holds everything slower: no upper bound */
-	for (int i = 0; r == 0 && i < CACHE_LATENCY_BUCKETS; i++) {
-		if (i == CACHE_LATENCY_BUCKETS - 1)
-			r = buf_printf(b, ",{\"lt_us\":null,");
-		else
-			r = buf_printf(b, "%s{\"lt_us\":%llu,", i ? "," : "",
-			               (unsigned long long)(16ULL << i));
-		r = r ?: buf_printf(b, "\"count\":%llu}", (unsigned long long)st->fetch_latency[i]);
+	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++)
+		lat = push(lat, json_pack("{s:o, s:o}", "lt_us", i == CACHE_LATENCY_BUCKETS - 1 ?
+		                          json_null() : json_u64(16ULL << i),
+		                          "count", json_u64(st->fetch_latency[i])));
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_pack("{s:s, s:s, s:i}", "index", im[i].index, "mountpoint",
+		                      im[i].mountpoint, "pid", im[i].pid);
+
+		for (size_t k = 0; e && k < ARRAY_SIZE(per_image); k++)
+			if (json_object_set_new(e, per_image[k].key,
+			                        json_u64(CU64(&im[i], per_image[k].off))) < 0) {
+				json_decref(e);
+				e = NULL;
+			}
+		if (e && json_object_set_new(e, "percent_read",
+		                             json_fixed(100.0 * ratio(im[i].bytes_read,
+		                                                      im[i].image_bytes), 2)) < 0) {
+			json_decref(e);
+			e = NULL;
+		}
+		ims = push(ims, e);
 	}
-	r = r ?: buf_printf(b, "],\"images\":[");
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		r = buf_printf(b, "%s{\"index\":", i ? "," : "");
-		r = r ?: node_json_str(b, im[i].index);
-		r = r ?: buf_printf(b, ",\"mountpoint\":");
-		r = r ?: node_json_str(b, im[i].mountpoint);
-		r = r ?: buf_printf(b, ",\"pid\":%d", im[i].pid);
-		for (size_t k = 0; r == 0 && k < ARRAY_SIZE(per_image); k++)
-			r = buf_printf(b, ",\"%s\":%llu", per_image[k].key,
-			               (unsigned long long)CU64(&im[i], per_image[k].off));
-		r = r ?: buf_printf(b, ",\"percent_read\":%.2f}",
-		                    100.0 * ratio(im[i].bytes_read, im[i].image_bytes));
+	if (ok && lat && ims && json_object_set_new(o, "fetch_latency_us", json_incref(lat)) == 0 &&
+	    json_object_set_new(o, "images", json_incref(ims)) == 0) {
+		json_decref(lat);
+		json_decref(ims);
+		return o;
 	}
-	return r ?: buf_printf(b, "]}");
+	json_decref(o);
+	json_decref(lat);
+	json_decref(ims);
+	return NULL;
 }
 
 static int get_u64(const json_t *j, const char *key, uint64_t *ret)

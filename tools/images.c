@@ -40,11 +40,11 @@ int images_mount(const struct node_config *cfg, const char *ref, char **ret_dir,
 	const char *dir, *config;
 	int r;
 
-	r = buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
-	r = r ?: node_json_str(&req, ref);
-	r = r ?: tools_node_settings(&req, cfg);
-	r = r ?: buf_printf(&req, "}");
-	r = r ?: buf_append_zero(&req, 1);
+	json_t *q = json_pack("{s:s, s:s}", "verb", "mount", "ref", ref);
+
+	r = q ? tools_node_settings(q, cfg) : -EINVAL;
+	r = r ?: tools_node_request_text(json_incref(q), &req);
+	json_decref(q);
 	if (r < 0)
 		return log_errno(r, "image '%s'", ref);
 	r = tools_node_request(cfg, (char *)req.data, &reply);

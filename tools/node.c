@@ -170,9 +170,8 @@ static int upgrade_cmd(const char *socket, const char *binary)
 		log_errno(-errno, "--binary '%s'", binary);
 		return 1;
 	}
-	if (buf_printf(&req, "{\"verb\":\"upgrade\"") < 0 ||
-	    (abs && (buf_printf(&req, ",\"binary\":") < 0 || node_json_str(&req, abs) < 0)) ||
-	    buf_printf(&req, "}") < 0 || buf_append_zero(&req, 1) < 0)
+	if (tools_node_request_text(json_pack("{s:s, s:s*}", "verb", "upgrade", "binary", abs),
+	                            &req) < 0)
 		return 1;
 	if (call(socket, (char *)req.data, &j) < 0)
 		return 1;

@@ -98,7 +98,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct tools_flags fl = { 0 };
-	json_t *reply = NULL;
+	json_t *reply = NULL, *q, *paths;
 	const char *ref;
 	bool json = false, profiled = false, noprofile = false, decode = false, noprog = false;
 	bool progress;
@@ -134,19 +134,19 @@ int cmd_cache_prefetch(int argc, char **argv)
 		return 2;
 	/* a terminal gets a progress line; a pipe or a file nothing extra */
 	progress = !noprog && !json && isatty(STDERR_FILENO);
-	r = buf_printf(&req, "{\"verb\":\"prefetch\",\"progress\":%s,\"ref\":",
-	               progress ? "true" : "false");
-	r = r ?: node_json_str(&req, ref);
-	r = r ?: tools_node_settings(&req, &cfg);
-	r = r ?: buf_printf(&req, ",\"decode\":%s,\"profiled\":%s,\"no_profile\":%s,\"paths\":[",
-	                    decode ? "true" : "false", profiled ? "true" : "false",
-	                    noprofile ? "true" : "false");
-	for (int i = optind; i < argc; i++) {
-		r = r ?: buf_printf(&req, "%s", i > optind ? "," : "");
-		r = r ?: node_json_str(&req, argv[i]);
-	}
-	r = r ?: buf_printf(&req, "]}");
-	r = r ?: buf_append_zero(&req, 1);
+	q = json_pack("{s:s, s:b, s:s}", "verb", "prefetch", "progress", progress, "ref", ref);
+	r = q ? tools_node_settings(q, &cfg) : -EINVAL;
+	paths = json_array();
+	for (int i = optind; r == 0 && i < argc; i++)
+		if (!paths || json_array_append_new(paths, json_str(argv[i], strlen(argv[i]))) < 0)
+			r = -EINVAL;
+	if (r == 0 && json_object_update_new(q, json_pack("{s:b, s:b, s:b, s:O}", "decode", decode,
+	                                     "profiled", profiled, "no_profile", noprofile,
+	                                     "paths", paths)) < 0)
+		r = -ENOMEM;
+	json_decref(paths);
+	r = r ?: tools_node_request_text(json_incref(q), &req);
+	json_decref(q);
 	if (r < 0) {
 		log_errno(r, "prefetch '%s'", ref);
 		return 1;
@@ -179,10 +179,11 @@ int cmd_cache_prefetch(int argc, char **argv)
 		(void)json_int(json_object_get(reply, "bytes"), &bytes);
 		(void)json_int(json_object_get(reply, "failed"), &failed);
 		(void)json_double(json_object_get(reply, "seconds"), &secs);
-		printf("{\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%lld,\"bytes\":%lld,"
-		       "\"failed\":%lld,\"seconds\":%.3f}\n", json_get_cstr(reply, "index"),
-		       json_get_cstr(reply, "mode"), (long long)chunks, (long long)bytes,
-		       (long long)failed, secs);
+		(void)json_pack_file(stdout, "{s:s?, s:s?, s:I, s:I, s:I, s:o}",
+		                     "index", json_get_cstr(reply, "index"),
+		                     "mode", json_get_cstr(reply, "mode"), "chunks", (json_int_t)chunks,
+		                     "bytes", (json_int_t)bytes, "failed", (json_int_t)failed,
+		                     "seconds", json_fixed(secs, 3));
 	}
 	json_decref(reply);
 	return 0;

@@ -304,6 +304,30 @@ static void test_json__refuses_bad_utf8_on_write(void **state)
 	buf_free(&b);
 }
 
+/* Text for people keeps valid UTF-8 and replaces the rest, NULs included. */
+static void test_json__text_replaces_bad_bytes(void **state)
+{
+	static const struct { const char *in; size_t len; const char *out; } cases[] = {
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+		{ "/tmp/\xff", 6, "/tmp/\xef\xbf\xbd" },
+		{ "a\0b", 3, "a\xef\xbf\xbd" "b" },
+		{ "\xc3", 1, "\xef\xbf\xbd" },                  /* cut short */
+		{ "\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd" },    /* overlong */
+		{ "\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* surrogate */
+		{ "\xf4\x90\x80\x80", 4,
+		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },         /* above U+10FFFF */
+		{ "", 0, "" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		json_t *v = json_text(cases[i].in, cases[i].len);
+
+		assert_non_null(v);
+		assert_string_equal(json_string_value(v), cases[i].out);
+		json_decref(v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_json__writes_compact_text),
 		cmocka_unit_test(test_json__integers_round_trip),
 		cmocka_unit_test(test_json__refuses_bad_utf8_on_write),
+		cmocka_unit_test(test_json__text_replaces_bad_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

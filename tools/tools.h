@@ -124,7 +124,4 @@ char *tools_absolute(const char *path);
 /* The store URL with every local member made absolute; NULL: ENOMEM. */
 char *tools_absolute_store_url(const char *url);
 
-/* Print s (len bytes) as a JSON string literal. */
-void tools_json_string(FILE *f, const char *s, size_t len);
-
 #endif

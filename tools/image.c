@@ -116,8 +116,10 @@ static int image_ls(struct store *s, bool json)
 			snprintf(hex, sizeof(hex), "?");
 		if (!json)
 			printf("%-40s %s\n", ref, hex);
+		/* a name the store lists need not be UTF-8 (another writer's, a web
+		 * server's listing): shown with U+FFFD, the listing stays JSON */
 		else if (list && json_array_append_new(list, json_pack("{s:o, s:s}", "ref",
-		                                       json_str(ref, strlen(ref)), "index", hex)) < 0)
+		                                       json_text(ref, strlen(ref)), "index", hex)) < 0)
 			r = -EINVAL;
 	}
 	if (json)

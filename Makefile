@@ -25,7 +25,7 @@ override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 override LDFLAGS += -fsanitize=address,undefined
 endif
 
-PKGS = fuse3 liburing libzstd libcurl zlib libcrypto libmicrohttpd
+PKGS = fuse3 liburing libzstd libcurl zlib jansson libcrypto libmicrohttpd
 # libcurl, libcrypto and libmicrohttpd are not linked: store/curl-dl.c, lib/sha256.c
 # and node/mhd-dl.c load them on first use (at every exec otherwise libcurl costs ~4.5 ms
 # of CPU, libcrypto 0.28 ms static and 0.87 ms shared, libmicrohttpd with GnuTLS 1.8 ms:
@@ -33,7 +33,7 @@ PKGS = fuse3 liburing libzstd libcurl zlib libcrypto libmicrohttpd
 LINKED_PKGS = $(filter-out libcurl libcrypto libmicrohttpd,$(PKGS))
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 # The other libraries are linked statically into the full program (STATIC_LIBS=0: shared):
-# each shared library costs every exec relocation work, ~0.25 ms of CPU for these five.
+# each shared library costs every exec relocation work, ~0.25 ms of CPU for five of them (measured before jansson joined).
 # Its libc stays shared (dlopen needs it); `run`'s front (FRONT below) is static whole.
 STATIC_LIBS ?= 1
 ifeq ($(STATIC_LIBS),1)
@@ -91,15 +91,17 @@ FRONT ?= 1
 ifeq ($(SAN),1)
 override FRONT = 0
 endif
-# `run` and what it needs of tools/: no store, no FUSE, no libcurl.
+# `run` and what it needs of tools/: no store, no FUSE, no libcurl.  It speaks to the node
+# (`run IMAGE`), so it links jansson, statically like everything in it.
 FRONT_OBJS = $(BUILD)/tools/main-front.o $(addprefix $(BUILD)/tools/,run.o common.o images.o client.o)
+FRONT_LIBS := $(shell $(PKG_CONFIG) --libs-only-l jansson 2>/dev/null)
 
 ifeq ($(FRONT),1)
 FULL = $(BUILD)/libexec/lazyroot
 
 $(BUILD)/lazyroot: $(FRONT_OBJS) $(BUILD)/liblazyroot.a | $(FULL)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) $(BIN_LDFLAGS) -static-pie -o $@ $(FRONT_OBJS) $(BUILD)/liblazyroot.a -lpthread -lm
+	$(Q)$(CC) $(LDFLAGS) $(BIN_LDFLAGS) -static-pie -o $@ $(FRONT_OBJS) $(BUILD)/liblazyroot.a $(FRONT_LIBS) -lpthread -lm
 
 $(BUILD)/tools/main-front.o: tools/main.c
 	@mkdir -p $(@D)

@@ -248,7 +248,7 @@ static int read_member(int root, const char *name, const char *member, struct bu
 }
 
 static int parse_member(const char *name, const char *member, const struct buf *data,
-                        struct json **ret)
+                        json_t **ret)
 {
 	char what[PATH_MAX + 64];
 
@@ -292,8 +292,8 @@ static int apply_layer(struct build *b, int root, const char *name, const char *
 static int apply_manifest(struct build *b, int root, const char *name)
 {
 	_cleanup_(buf_freep) struct buf mraw = BUF_INIT, craw = BUF_INIT;
-	struct json *m = NULL, *config = NULL;
-	const struct json *img, *layers;
+	json_t *m = NULL, *config = NULL;
+	const json_t *img, *layers;
 	const char *cfg;
 	char hex[65];
 	size_t i;
@@ -306,19 +306,19 @@ static int apply_manifest(struct build *b, int root, const char *name)
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
-	if (!json_is(m, JSON_ARRAY) || json_len(m) == 0) {
+	if (!json_is_array(m) || json_array_size(m) == 0) {
 		log_error(r, "%s: manifest.json lists no image", name);
 		goto out;
 	}
-	if (json_len(m) > 1) {
+	if (json_array_size(m) > 1) {
 		log_error(r, "%s: manifest.json lists %zu images; save one image per archive", name,
-		          json_len(m));
+		          json_array_size(m));
 		goto out;
 	}
-	img = json_at(m, 0);
+	img = json_array_get(m, 0);
 	cfg = json_get_cstr(img, "Config");
-	layers = json_get(img, "Layers");
-	if (!cfg || !json_is(layers, JSON_ARRAY)) {
+	layers = json_object_get(img, "Layers");
+	if (!cfg || !json_is_array(layers)) {
 		log_error(r, "%s: manifest.json: no Config or Layers", name);
 		goto out;
 	}
@@ -342,8 +342,8 @@ static int apply_manifest(struct build *b, int root, const char *name)
 		log_errno(r, "%s: config", name);
 		goto out;
 	}
-	for (i = 0; i < json_len(layers); i++) {
-		const char *l = json_cstr(json_at(layers, i));
+	for (i = 0; i < json_array_size(layers); i++) {
+		const char *l = json_cstr(json_array_get(layers, i));
 
 		if (!l) {
 			r = log_error(-EBADMSG, "%s: manifest.json: layer %zu is not a path", name, i);
@@ -355,8 +355,8 @@ static int apply_manifest(struct build *b, int root, const char *name)
 	}
 	r = 0;
 out:
-	json_free(m);
-	json_free(config);
+	json_decref(m);
+	json_decref(config);
 	return r;
 }
 

@@ -38,7 +38,7 @@ struct oci {
 	const struct oci_source *src;
 	const char *name;
 	const char *top;        /* the top document, for messages: "index.json" */
-	struct json **docs;     /* parsed documents that candidates point into */
+	json_t **docs;     /* parsed documents that candidates point into */
 	size_t n_docs;
 };
 
@@ -53,7 +53,7 @@ struct platform {
 };
 
 struct candidate {
-	const struct json *desc;
+	const json_t *desc;
 	struct platform plat;
 	bool has_plat;
 };
@@ -75,7 +75,7 @@ static bool streq(const char *a, const char *b)
 }
 
 /* "sha256:<64 lowercase hex>" → the hex part. */
-static int descriptor(struct oci *o, const struct json *desc, const char *what, char hex[65],
+static int descriptor(struct oci *o, const json_t *desc, const char *what, char hex[65],
                       uint64_t *ret_size)
 {
 	const char *digest = json_get_cstr(desc, "digest");
@@ -97,7 +97,7 @@ static int descriptor(struct oci *o, const struct json *desc, const char *what, 
 		return log_error(-EBADMSG, "%s: %s: malformed digest '%.80s'", o->name, what,
 		                 digest);
 	memcpy(hex, digest + 7, 65);
-	if (json_int(json_get(desc, "size"), &size) < 0 || size < 0)
+	if (json_int(json_object_get(desc, "size"), &size) < 0 || size < 0)
 		return log_error(-EBADMSG, "%s: %s: descriptor %s without a valid size", o->name,
 		                 what, digest);
 	*ret_size = (uint64_t)size;
@@ -144,7 +144,7 @@ static int check_digest(const char *name, const char *hex, struct sha256 *h)
 }
 
 static int parse_doc(struct oci *o, const char *what, const struct buf *data,
-                     struct json **ret)
+                     json_t **ret)
 {
 	char name[PATH_MAX + 64];
 	int r;
@@ -153,8 +153,8 @@ static int parse_doc(struct oci *o, const char *what, const struct buf *data,
 	r = json_parse_logged(data->data, data->len, name, ret);
 	if (r < 0)
 		return r;
-	if (!json_is(*ret, JSON_OBJECT)) {
-		json_free(*ret);
+	if (!json_is_object(*ret)) {
+		json_decref(*ret);
 		*ret = NULL;
 		return log_error(-EBADMSG, "%s: %s: not a JSON object", o->name, what);
 	}
@@ -193,8 +193,8 @@ static int layout_read_doc(void *ctx, bool manifest, const char *hex, uint64_t s
 }
 
 /* Read a small blob whole, verify it, and parse it. */
-static int read_json_blob(struct oci *o, const struct json *desc, const char *what, bool manifest,
-                          struct buf *raw, struct json **ret)
+static int read_json_blob(struct oci *o, const json_t *desc, const char *what, bool manifest,
+                          struct buf *raw, json_t **ret)
 {
 	char hex[65];
 	uint64_t size;
@@ -212,7 +212,7 @@ static int read_json_blob(struct oci *o, const struct json *desc, const char *wh
 	return parse_doc(o, what, raw, ret);
 }
 
-static int read_layout_file(struct oci *o, int dirfd, const char *path, struct json **ret)
+static int read_layout_file(struct oci *o, int dirfd, const char *path, json_t **ret)
 {
 	_cleanup_(buf_freep) struct buf data = BUF_INIT;
 	_cleanup_close_ int fd = -1;
@@ -331,12 +331,12 @@ static bool is_manifest_type(const char *mt)
 	return streq(mt, MT_OCI_MANIFEST) || streq(mt, MT_DOCKER_MANIFEST);
 }
 
-static int keep_doc(struct oci *o, struct json *doc)
+static int keep_doc(struct oci *o, json_t *doc)
 {
-	struct json **d = reallocarray(o->docs, o->n_docs + 1, sizeof(*d));
+	json_t **d = reallocarray(o->docs, o->n_docs + 1, sizeof(*d));
 
 	if (!d) {
-		json_free(doc);
+		json_decref(doc);
 		return log_errno(-ENOMEM, "%s", o->name);
 	}
 	o->docs = d;
@@ -344,23 +344,23 @@ static int keep_doc(struct oci *o, struct json *doc)
 	return 0;
 }
 
-static int collect(struct oci *o, const struct json *index, const char *what, unsigned depth,
+static int collect(struct oci *o, const json_t *index, const char *what, unsigned depth,
                    struct candidate **cands, size_t *n)
 {
-	const struct json *list = json_get(index, "manifests");
+	const json_t *list = json_object_get(index, "manifests");
 	size_t i;
 	int r;
 
-	if (!json_is(list, JSON_ARRAY))
+	if (!json_is_array(list))
 		return log_error(-EBADMSG, "%s: %s: no manifests list", o->name, what);
-	for (i = 0; i < json_len(list); i++) {
-		const struct json *d = json_at(list, i), *p = json_get(d, "platform");
+	for (i = 0; i < json_array_size(list); i++) {
+		const json_t *d = json_array_get(list, i), *p = json_object_get(d, "platform");
 		const char *mt = json_get_cstr(d, "mediaType");
 		struct candidate *c;
 
 		if (is_index_type(mt)) {
 			_cleanup_(buf_freep) struct buf raw = BUF_INIT;
-			struct json *sub = NULL;
+			json_t *sub = NULL;
 
 			if (depth >= OCI_INDEX_DEPTH)
 				return log_error(-ELOOP, "%s: image indexes nested too deep", o->name);
@@ -377,7 +377,7 @@ static int collect(struct oci *o, const struct json *index, const char *what, un
 		}
 		if (!is_manifest_type(mt))
 			continue;  /* artifacts, signatures, ... */
-		if (streq(json_get_cstr(json_get(d, "annotations"), "vnd.docker.reference.type"),
+		if (streq(json_get_cstr(json_object_get(d, "annotations"), "vnd.docker.reference.type"),
 		          "attestation-manifest"))
 			continue;
 		c = reallocarray(*cands, *n + 1, sizeof(**cands));
@@ -387,7 +387,7 @@ static int collect(struct oci *o, const struct json *index, const char *what, un
 		c = &c[(*n)++];
 		memset(c, 0, sizeof(*c));
 		c->desc = d;
-		if (json_is(p, JSON_OBJECT)) {
+		if (json_is_object(p)) {
 			const char *os = json_get_cstr(p, "os"), *arch = json_get_cstr(p, "architecture");
 			const char *var = json_get_cstr(p, "variant");
 
@@ -407,7 +407,7 @@ static int collect(struct oci *o, const struct json *index, const char *what, un
 }
 
 static int pick(struct oci *o, const struct candidate *c, size_t n, const char *platform,
-                const struct json **ret)
+                const json_t **ret)
 {
 	struct platform want;
 	struct buf list = BUF_INIT;
@@ -495,7 +495,7 @@ static int layout_apply_layer(void *ctx, struct build *b, const char *hex, uint6
 	return check_digest(o->name, hex, &h);
 }
 
-static int apply_layer(struct oci *o, const struct json *desc, size_t i)
+static int apply_layer(struct oci *o, const json_t *desc, size_t i)
 {
 	const char *mt = json_get_cstr(desc, "mediaType");
 	char hex[65], what[32];
@@ -518,11 +518,11 @@ static int apply_layer(struct oci *o, const struct json *desc, size_t i)
 }
 
 /* The image manifest m (parsed): its config, then its layers in order. */
-static int apply_manifest_doc(struct oci *o, const struct json *m)
+static int apply_manifest_doc(struct oci *o, const json_t *m)
 {
 	_cleanup_(buf_freep) struct buf craw = BUF_INIT;
-	struct json *config = NULL;
-	const struct json *cdesc, *layers;
+	json_t *config = NULL;
+	const json_t *cdesc, *layers;
 	const char *mt, *cmt;
 	int64_t schema;
 	size_t i;
@@ -530,7 +530,7 @@ static int apply_manifest_doc(struct oci *o, const struct json *m)
 
 	r = -EBADMSG;
 	mt = json_get_cstr(m, "mediaType");
-	if (json_int(json_get(m, "schemaVersion"), &schema) < 0 || schema != 2) {
+	if (json_int(json_object_get(m, "schemaVersion"), &schema) < 0 || schema != 2) {
 		log_error(r, "%s: manifest: schemaVersion is not 2", o->name);
 		goto out;
 	}
@@ -538,7 +538,7 @@ static int apply_manifest_doc(struct oci *o, const struct json *m)
 		log_error(r, "%s: manifest: unexpected media type '%.100s'", o->name, mt);
 		goto out;
 	}
-	cdesc = json_get(m, "config");
+	cdesc = json_object_get(m, "config");
 	cmt = json_get_cstr(cdesc, "mediaType");
 	if (!streq(cmt, MT_OCI_CONFIG) && !streq(cmt, MT_DOCKER_CONFIG)) {
 		log_error(-EPROTONOSUPPORT, "%s: not a container image (config type '%.100s')",
@@ -554,41 +554,41 @@ static int apply_manifest_doc(struct oci *o, const struct json *m)
 		log_errno(r, "%s: config", o->name);
 		goto out;
 	}
-	layers = json_get(m, "layers");
-	if (!json_is(layers, JSON_ARRAY)) {
+	layers = json_object_get(m, "layers");
+	if (!json_is_array(layers)) {
 		r = log_error(-EBADMSG, "%s: manifest: no layers list", o->name);
 		goto out;
 	}
-	for (i = 0; i < json_len(layers); i++) {
-		r = apply_layer(o, json_at(layers, i), i);
+	for (i = 0; i < json_array_size(layers); i++) {
+		r = apply_layer(o, json_array_get(layers, i), i);
 		if (r < 0)
 			goto out;
 	}
 	r = 0;
 out:
-	json_free(config);
+	json_decref(config);
 	return r;
 }
 
-static int apply_manifest(struct oci *o, const struct json *desc)
+static int apply_manifest(struct oci *o, const json_t *desc)
 {
 	_cleanup_(buf_freep) struct buf mraw = BUF_INIT;
-	struct json *m = NULL;
+	json_t *m = NULL;
 	int r;
 
 	r = read_json_blob(o, desc, "manifest", true, &mraw, &m);
 	if (r < 0)
 		return r;
 	r = apply_manifest_doc(o, m);
-	json_free(m);
+	json_decref(m);
 	return r;
 }
 
 /* An image index: pick a manifest by platform and apply it. */
-static int apply_index(struct oci *o, const struct json *index, const char *platform)
+static int apply_index(struct oci *o, const json_t *index, const char *platform)
 {
 	struct candidate *cands = NULL;
-	const struct json *chosen = NULL;
+	const json_t *chosen = NULL;
 	size_t n = 0;
 	int r;
 
@@ -606,7 +606,7 @@ static void oci_done(struct oci *o)
 	size_t i;
 
 	for (i = 0; i < o->n_docs; i++)
-		json_free(o->docs[i]);
+		json_decref(o->docs[i]);
 	free(o->docs);
 }
 
@@ -614,7 +614,7 @@ int oci_apply_doc(struct build *b, const struct oci_source *src, const char *pla
                   const char *mt, const struct buf *doc)
 {
 	struct oci o = { .b = b, .src = src, .name = src->name, .top = "the image index" };
-	struct json *top = NULL;
+	json_t *top = NULL;
 	int64_t schema;
 	int r;
 
@@ -623,7 +623,7 @@ int oci_apply_doc(struct build *b, const struct oci_source *src, const char *pla
 		return r;
 	if (!mt)
 		mt = json_get_cstr(top, "mediaType");
-	if (json_int(json_get(top, "schemaVersion"), &schema) < 0 || schema != 2) {
+	if (json_int(json_object_get(top, "schemaVersion"), &schema) < 0 || schema != 2) {
 		r = log_error(-EPROTONOSUPPORT, "%s: manifest: schemaVersion is not 2", o.name);
 	} else if (is_index_type(mt)) {
 		r = apply_index(&o, top, platform);
@@ -634,7 +634,7 @@ int oci_apply_doc(struct build *b, const struct oci_source *src, const char *pla
 		              mt ? mt : "(none)");
 	}
 	oci_done(&o);
-	json_free(top);
+	json_decref(top);
 	return r;
 }
 
@@ -648,7 +648,7 @@ int oci_build(struct build *b, int dirfd, const char *name, const char *platform
 		.ctx = &lay,
 	};
 	struct oci o = { .b = b, .src = &src, .name = name, .top = "index.json" };
-	struct json *layout = NULL, *index = NULL;
+	json_t *layout = NULL, *index = NULL;
 	const char *ver;
 	int64_t schema;
 	int r;
@@ -665,15 +665,15 @@ int oci_build(struct build *b, int dirfd, const char *name, const char *platform
 	r = read_layout_file(&o, dirfd, "index.json", &index);
 	if (r < 0)
 		goto out;
-	if (json_int(json_get(index, "schemaVersion"), &schema) < 0 || schema != 2) {
+	if (json_int(json_object_get(index, "schemaVersion"), &schema) < 0 || schema != 2) {
 		r = log_error(-EBADMSG, "%s: index.json: schemaVersion is not 2", name);
 		goto out;
 	}
 	r = apply_index(&o, index, platform);
 out:
 	oci_done(&o);
-	json_free(index);
-	json_free(layout);
+	json_decref(index);
+	json_decref(layout);
 	return r;
 }
 

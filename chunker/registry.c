@@ -315,9 +315,8 @@ static bool auths_key_matches(const struct reg *g, const char *key)
 static int docker_config_creds(struct reg *g, const char *path)
 {
 	_cleanup_(buf_freep) struct buf data = BUF_INIT;
-	struct json *doc = NULL;
-	const struct json *auths;
-	size_t i;
+	json_t *doc = NULL, *auths, *e;
+	const char *key;
 	int r;
 
 	r = read_file(path, 4u << 20, &data);
@@ -328,13 +327,12 @@ static int docker_config_creds(struct reg *g, const char *path)
 	r = json_parse_logged(data.data, data.len, path, &doc);
 	if (r < 0)
 		return r;
-	auths = json_get(doc, "auths");
-	for (i = 0; i < json_len(auths) && r == 0; i++) {
-		const struct json *e = json_at(auths, i);
-		const char *key = json_key_at(auths, i, NULL), *auth = json_get_cstr(e, "auth");
+	auths = json_object_get(doc, "auths");
+	json_object_foreach (auths, key, e) {
+		const char *auth = json_get_cstr(e, "auth");
 		const char *user = json_get_cstr(e, "username"), *pass = json_get_cstr(e, "password");
 
-		if (!key || !auths_key_matches(g, key))
+		if (!auths_key_matches(g, key))
 			continue;
 		if (auth && *auth) {
 			_cleanup_free_ char *dec = NULL;
@@ -356,7 +354,7 @@ static int docker_config_creds(struct reg *g, const char *path)
 			break;
 		}
 	}
-	json_free(doc);
+	json_decref(doc);
 	return r;
 }
 
@@ -643,17 +641,17 @@ static bool same_origin(const struct reg *g, const char *url)
 /* The registry's error answer in words: "CODE: message" of its first error. */
 static void error_text(struct reg *g, char *out, size_t len)
 {
-	struct json *doc = NULL;
-	const struct json *e;
+	json_t *doc = NULL;
+	const json_t *e;
 
 	out[0] = 0;
 	if (!g->x.data.len || json_parse(g->x.data.data, g->x.data.len, &doc, NULL) < 0)
 		return;
-	e = json_at(json_get(doc, "errors"), 0);
+	e = json_array_get(json_object_get(doc, "errors"), 0);
 	if (json_get_cstr(e, "code"))
 		snprintf(out, len, " (%.60s: %.160s)", json_get_cstr(e, "code"),
 		         json_get_cstr(e, "message") ? json_get_cstr(e, "message") : "");
-	json_free(doc);
+	json_decref(doc);
 }
 
 static int fail_transport(struct reg *g, const char *what, const char *url)
@@ -926,7 +924,7 @@ static int bearer(struct reg *g, const char *challenge, const char *what)
 {
 	char realm[512], service[256] = "", scope[512], enc_service[768], enc_scope[1536];
 	_cleanup_free_ char *url = NULL, *basic = NULL, *authz = NULL;
-	struct json *doc = NULL;
+	json_t *doc = NULL;
 	const char *tok;
 	int r;
 
@@ -973,7 +971,7 @@ static int bearer(struct reg *g, const char *challenge, const char *what)
 		r = log_error(-EBADMSG, "%s: token server %s: answer without a token", g->ref, realm);
 	else
 		r = set_authz(g, "Bearer", tok, false);
-	json_free(doc);
+	json_decref(doc);
 	return r;
 }
 

@@ -31,23 +31,6 @@
  * store (retried for the fetch timeout): long, but not forever. */
 #define NODE_REPLY_TIMEOUT_S 3600
 
-int node_json_str(struct buf *b, const char *s)
-{
-	int r = buf_append(b, "\"", 1);
-
-	for (; r == 0 && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			r = buf_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			r = buf_printf(b, "\\u%04x", c);
-		else
-			r = buf_append(b, s, 1);
-	}
-	return r ? r : buf_append(b, "\"", 1);
-}
-
 /* ---- the channel ---------------------------------------------------------- */
 
 int node_msg_send(int fd, uint32_t type, const char *json, size_t len, const int *fds,
@@ -168,11 +151,11 @@ static void take_progress(struct buf *b, node_progress_fn cb, void *ud)
 	while (b->len > sizeof(tag) - 1 && !memcmp(b->data, tag, sizeof(tag) - 1) &&
 	       (nl = memchr(b->data, '\n', b->len))) {
 		size_t n = (size_t)(nl - (char *)b->data) + 1;
-		struct json *j = NULL;
+		json_t *j = NULL;
 
 		if (json_parse(b->data, n - 1, &j, NULL) == 0)
-			cb(ud, json_get(j, "progress"));
-		json_free(j);
+			cb(ud, json_object_get(j, "progress"));
+		json_decref(j);
 		memmove(b->data, b->data + n, b->len - n);
 		b->len -= n;
 	}
@@ -255,7 +238,7 @@ int node_call_text(const char *socket, const char *request, struct buf *b)
 }
 
 static int call(const char *socket, const char *request, node_progress_fn cb, void *ud,
-                struct json **ret)
+                json_t **ret)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	int r = call_text(socket, request, &b, cb, ud);
@@ -263,7 +246,7 @@ static int call(const char *socket, const char *request, node_progress_fn cb, vo
 	return r < 0 ? r : json_parse(b.data, b.len, ret, NULL);
 }
 
-int node_call(const char *socket, const char *request, struct json **ret)
+int node_call(const char *socket, const char *request, json_t **ret)
 {
 	return call(socket, request, NULL, NULL, ret);
 }
@@ -359,7 +342,7 @@ static int start_locked(const char *socket, char *const *args)
 {
 	_cleanup_free_ char *lock = NULL, *dir = strdup(socket);
 	_cleanup_close_ int lfd = -1;
-	struct json *probe = NULL;
+	json_t *probe = NULL;
 	int r;
 
 	if (!dir || asprintf(&lock, "%s.start", socket) < 0)
@@ -375,13 +358,13 @@ static int start_locked(const char *socket, char *const *args)
 		if (errno != EINTR)
 			return log_errno(-errno, "node '%s': lock '%s'", socket, lock);
 	r = node_call(socket, "{\"verb\":\"ping\"}", &probe);
-	json_free(probe);
+	json_decref(probe);
 	if (r == 0 || !no_node(r))
 		return 0;   /* another client started it meanwhile */
 	return start_node(socket, args);
 }
 
-static void show_log(const struct json *reply)
+static void show_log(const json_t *reply)
 {
 	const char *log = json_get_cstr(reply, "log");
 
@@ -390,15 +373,15 @@ static void show_log(const struct json *reply)
 }
 
 int node_request(const char *socket, char *const *start_args, const char *request,
-                 struct json **ret)
+                 json_t **ret)
 {
 	return node_request_progress(socket, start_args, request, NULL, NULL, ret);
 }
 
 int node_request_progress(const char *socket, char *const *start_args, const char *request,
-                          node_progress_fn cb, void *ud, struct json **ret)
+                          node_progress_fn cb, void *ud, json_t **ret)
 {
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	bool ok = false;
 	int r;
 
@@ -415,7 +398,7 @@ int node_request_progress(const char *socket, char *const *start_args, const cha
 		return log_errno(r, "node '%s': request failed", socket);
 	}
 	show_log(reply);
-	if (json_bool(json_get(reply, "ok"), &ok) < 0 || !ok) {
+	if (json_bool(json_object_get(reply, "ok"), &ok) < 0 || !ok) {
 		const char *err = json_get_cstr(reply, "error"), *log = json_get_cstr(reply, "log");
 
 		/* The lines the node logged say why; the error is their summary. */
@@ -425,7 +408,7 @@ int node_request_progress(const char *socket, char *const *start_args, const cha
 			log_error(-EIO, "%s", err);
 		else
 			log_error(-EIO, "node '%s': the request failed", socket);
-		json_free(reply);
+		json_decref(reply);
 		return -EIO;
 	}
 	*ret = reply;

@@ -642,32 +642,32 @@ void node_config_dump(const struct node_config *c, FILE *f, bool commented)
 
 /* ---- the settings as JSON, between a command and the node ------------------ */
 
-int node_config_json(struct buf *b, const struct node_config *c)
+json_t *node_config_json(const struct node_config *c)
 {
 	const struct node_config_key *k;
+	json_t *o = json_object();
 	char v[4096];
-	bool first = true;
-	int r = buf_append(b, "{", 1);
 
-	for (size_t i = 0; r == 0 && (k = node_config_key_at(i)); i++) {
+	for (size_t i = 0; o && (k = node_config_key_at(i)); i++) {
 		if (k->env_only || node_config_get(c, k->key, v, sizeof(v)) < 0)
 			continue;
-		r = buf_printf(b, "%s", first ? "" : ",");
-		r = r ?: node_json_str(b, k->key);
-		r = r ?: buf_append(b, ":", 1);
-		r = r ?: node_json_str(b, v);
-		first = false;
+		if (json_object_set_new(o, k->key, json_str(v, strlen(v))) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
 	}
-	return r ?: buf_append(b, "}", 1);
+	return o;
 }
 
-int node_config_apply_json(struct node_config *c, const struct json *settings)
+int node_config_apply_json(struct node_config *c, const json_t *settings)
 {
-	if (!json_is(settings, JSON_OBJECT))
+	const char *key;
+	json_t *jv;
+
+	if (!json_is_object(settings))
 		return log_error(-EINVAL, "request: settings: not an object");
-	for (size_t i = 0; i < json_len(settings); i++) {
-		const char *key = json_key_at(settings, i, NULL);
-		const char *v = json_cstr(json_at(settings, i));
+	json_object_foreach ((json_t *)settings, key, jv) {
+		const char *v = json_cstr(jv);
 		char origin[128];
 		int r;
 
@@ -685,16 +685,13 @@ int node_config_apply_json(struct node_config *c, const struct json *settings)
 
 int node_config_copy(const struct node_config *src, struct node_config *dst)
 {
-	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct json *j = NULL;
-	int r;
+	json_t *j = node_config_json(src);
+	int r = j ? 0 : -ENOMEM;
 
 	node_config_init(dst);
-	r = node_config_json(&b, src);
-	r = r ?: json_parse(b.data, b.len, &j, NULL);
 	r = r ?: node_config_apply_json(dst, j);
 	r = r ?: node_config_copy_secrets(dst, src);
-	json_free(j);
+	json_decref(j);
 	if (r < 0)
 		node_config_destroy(dst);
 	return r;
@@ -702,34 +699,33 @@ int node_config_copy(const struct node_config *src, struct node_config *dst)
 
 /* ---- the environment-only settings between a command and the node ------- */
 
-int node_config_secrets_json(struct buf *b, const struct node_config *c)
+json_t *node_config_secrets_json(const struct node_config *c)
 {
-	bool first = true;
-	int r = buf_append(b, "{", 1);
+	json_t *o = json_object();
 
-	for (size_t i = 0; r == 0 && i < NKEYS; i++) {
+	for (size_t i = 0; o && i < NKEYS; i++) {
 		const char *v;
 
 		if (!keys[i].pub.env_only || keys[i].type != T_SECRET)
 			continue;
 		v = *(char *const *)cfield(c, &keys[i]);
-		if (!v)
-			continue;
-		r = buf_printf(b, "%s", first ? "" : ",");
-		r = r ?: node_json_str(b, keys[i].pub.key);
-		r = r ?: buf_append(b, ":", 1);
-		r = r ?: node_json_str(b, v);
-		first = false;
+		if (v && json_object_set_new(o, keys[i].pub.key, json_str(v, strlen(v))) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
 	}
-	return r ?: buf_append(b, "}", 1);
+	return o;
 }
 
-int node_config_apply_secrets(struct node_config *c, const struct json *j)
+int node_config_apply_secrets(struct node_config *c, const json_t *j)
 {
-	if (!json_is(j, JSON_OBJECT))
+	if (!json_is_object(j))
 		return log_error(-EINVAL, "request: secrets: not an object");
-	for (size_t n = 0; n < json_len(j); n++) {
-		const char *key = json_key_at(j, n, NULL), *v = json_cstr(json_at(j, n));
+	const char *key;
+	json_t *jv;
+
+	json_object_foreach ((json_t *)j, key, jv) {
+		const char *v = json_cstr(jv);
 		size_t i;
 
 		for (i = 0; i < NKEYS; i++)

@@ -184,25 +184,27 @@ void node_config_store_options(const struct node_config *c, struct store_options
 void node_config_cache_params(const struct node_config *c, struct cache_params *p);
 
 struct buf;
-struct json;
-/* Append c's settings to b as a JSON object {"key":"text",…}: every setting
- * but the environment-only ones (secrets), in the text form node_config_set()
- * reads back. */
-int node_config_json(struct buf *b, const struct node_config *c);
+struct json_t;
+/* c's settings as a JSON object {"key":"text",…} (a new reference, NULL when
+ * memory runs out or a value is not UTF-8): every setting but the
+ * environment-only ones (secrets), in the text form node_config_set() reads
+ * back. */
+struct json_t *node_config_json(const struct node_config *c);
 /* A copy of src into dst (initialised here): its settings and its
  * environment-only ones (the credentials it carries). */
 int node_config_copy(const struct node_config *src, struct node_config *dst);
 /* Apply settings (a JSON object as node_config_json() writes it) to c.
  * Logs and returns -EINVAL for a bad one. */
-int node_config_apply_json(struct node_config *c, const struct json *settings);
+int node_config_apply_json(struct node_config *c, const struct json_t *settings);
 
 /* The environment-only settings (S3 credentials, HOME) travel from a command
  * to the node over its root-only socket, so that a node started by another
  * command reads a store with the credentials of the command that names it,
  * and to the holder's records, so that a later worker does too.  Never
- * printed.  As a JSON object (appended to b); applied from one; copied. */
-int node_config_secrets_json(struct buf *b, const struct node_config *c);
-int node_config_apply_secrets(struct node_config *c, const struct json *j);
+ * printed.  As a JSON object (a new reference, NULL when memory runs out or
+ * a value is not UTF-8); applied from one; copied. */
+struct json_t *node_config_secrets_json(const struct node_config *c);
+int node_config_apply_secrets(struct node_config *c, const struct json_t *j);
 int node_config_copy_secrets(struct node_config *dst, const struct node_config *src);
 
 #endif

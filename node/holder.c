@@ -106,15 +106,27 @@ static int record_detach(struct holder *h, const char *mountpoint, const char *k
 {
 	struct record *rec = record_find(h, mountpoint);
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	json_t *old = NULL, *doc;
 	char *k;
+	int r;
 
-	if (!rec || rec->json[0] != '{')
-		return rec ? -EBADMSG : 0;
-	k = strdup(key);
-	if (!k || buf_printf(&b, "{\"detached\":") < 0 || node_json_str(&b, key) < 0 ||
-	    buf_printf(&b, ",%s", rec->json + 1) < 0) {
+	if (!rec)
+		return 0;
+	r = json_parse(rec->json, strlen(rec->json), &old, NULL);
+	if (r < 0 || !json_is_object(old)) {
+		json_decref(old);
+		return r < 0 ? r : -EBADMSG;
+	}
+	/* "detached" first, then the record's own members */
+	doc = json_pack("{s:s}", "detached", key);
+	r = doc && json_object_update(doc, old) == 0 ? 0 : -ENOMEM;
+	json_decref(old);
+	r = r ?: json_buf_add(&b, json_incref(doc));
+	json_decref(doc);
+	k = r == 0 ? strdup(key) : NULL;
+	if (!k || buf_append_zero(&b, 1) < 0) {
 		free(k);
-		return -ENOMEM;
+		return r ?: -ENOMEM;
 	}
 	record_del(h, key);
 	rec = record_find(h, mountpoint);
@@ -129,27 +141,27 @@ static int record_detach(struct holder *h, const char *mountpoint, const char *k
 /* Take the worker's record of a new mount (and its descriptors: fds). */
 static int record_add(struct holder *h, const struct buf *b, int fds[NODE_MSG_FDS])
 {
-	struct json *j = NULL;
+	json_t *j = NULL;
 	const char *mnt;
 	struct record *v;
 	int r = json_parse(b->data, b->len, &j, NULL);
 
 	mnt = r == 0 ? json_get_cstr(j, "mountpoint") : NULL;
 	if (!mnt) {
-		json_free(j);
+		json_decref(j);
 		return log_error(-EBADMSG, "node: a mount record without a mountpoint");
 	}
 	record_del(h, mnt);   /* a mountpoint is one mount */
 	v = realloc(h->recs, (h->nrecs + 1) * sizeof(*v));
 	if (!v) {
-		json_free(j);
+		json_decref(j);
 		return -ENOMEM;
 	}
 	h->recs = v;
 	v = &h->recs[h->nrecs];
 	v->mountpoint = strdup(mnt);
 	v->json = strdup((const char *)b->data);
-	json_free(j);
+	json_decref(j);
 	if (!v->mountpoint || !v->json) {
 		free(v->mountpoint);
 		free(v->json);
@@ -191,7 +203,7 @@ static void worker_exec(struct holder *h, const char *binary, int chan)
 static int worker_start(struct holder *h)
 {
 	const char *binary = h->next_binary ? h->next_binary : h->self;
-	char hello[256];
+	_cleanup_(buf_freep) struct buf hello = BUF_INIT;
 	int sv[2], r;
 	pid_t pid;
 
@@ -215,12 +227,12 @@ static int worker_start(struct holder *h)
 	/* "metrics_fd": whether this holder keeps the /metrics socket (and
 	 * sends it here when it has one), so a worker binds the port itself
 	 * only under a holder that predates this */
-	snprintf(hello, sizeof(hello),
-	         "{\"holder_pid\":%d,\"takeovers\":%u,\"uptime_ms\":%llu,\"metrics_fd\":true}",
-	         (int)getpid(), h->takeovers,
-	         (unsigned long long)((now_ns() - h->started_ns) / 1000000));
-	r = node_msg_send(h->chan, NODE_MSG_HELLO, hello, strlen(hello), &h->metrics_fd,
-	                  h->metrics_fd >= 0 ? 1 : 0);
+	r = json_pack_buf(&hello, "{s:i, s:I, s:o, s:b}", "holder_pid", (int)getpid(),
+	                  "takeovers", (json_int_t)h->takeovers,
+	                  "uptime_ms", json_u64((now_ns() - h->started_ns) / 1000000),
+	                  "metrics_fd", 1);
+	r = r ?: node_msg_send(h->chan, NODE_MSG_HELLO, (char *)hello.data, hello.len,
+	                       &h->metrics_fd, h->metrics_fd >= 0 ? 1 : 0);
 	for (size_t i = 0; r == 0 && i < h->nrecs; i++)
 		r = node_msg_send(h->chan, NODE_MSG_RECORD, h->recs[i].json,
 		                  strlen(h->recs[i].json), h->recs[i].fds, NODE_MSG_FDS);
@@ -289,7 +301,7 @@ static void on_message(struct holder *h)
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	int fds[NODE_MSG_FDS];
 	uint32_t type;
-	struct json *j = NULL;
+	json_t *j = NULL;
 	int r = node_msg_recv(h->chan, &type, &b, fds);
 
 	if (r <= 0) {
@@ -333,7 +345,7 @@ static void on_message(struct holder *h)
 	default:
 		log_msg(LOG_WARN, "node: unknown message %u from the worker", type);
 	}
-	json_free(j);
+	json_decref(j);
 	for (int i = 0; i < NODE_MSG_FDS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

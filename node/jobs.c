@@ -26,11 +26,11 @@ void node_job_free(struct pjob *j)
 }
 
 /* Start a prefetch; the client gets its answer when it ends (1). */
-int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
+int node_job_start(struct worker *w, const json_t *req, struct pjob **ret)
 {
 	struct pjob *j = calloc(1, sizeof(*j));
 	const char *ref;
-	const struct json *paths = json_get(req, "paths");
+	const json_t *paths = json_object_get(req, "paths");
 	_cleanup_free_ const char **pv = NULL;
 	struct image_profile *prof = NULL;
 	bool profiled = false, no_profile = false;
@@ -49,21 +49,21 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 		j->have_cfg = r == 0;
 		timeout = (int64_t)j->cfg.fetch_timeout_ms;
 	}
-	if (r == 0 && ((json_get(req, "decode") && json_bool(json_get(req, "decode"), &j->decode) < 0) ||
-	               (json_get(req, "profiled") && json_bool(json_get(req, "profiled"), &profiled) < 0) ||
-	               (json_get(req, "no_profile") && json_bool(json_get(req, "no_profile"), &no_profile) < 0) ||
-	               (json_get(req, "progress") && json_bool(json_get(req, "progress"), &j->progress) < 0) ||
-	               (json_get(req, "fetch_timeout_ms") &&
-	                (json_int(json_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
+	if (r == 0 && ((json_object_get(req, "decode") && json_bool(json_object_get(req, "decode"), &j->decode) < 0) ||
+	               (json_object_get(req, "profiled") && json_bool(json_object_get(req, "profiled"), &profiled) < 0) ||
+	               (json_object_get(req, "no_profile") && json_bool(json_object_get(req, "no_profile"), &no_profile) < 0) ||
+	               (json_object_get(req, "progress") && json_bool(json_object_get(req, "progress"), &j->progress) < 0) ||
+	               (json_object_get(req, "fetch_timeout_ms") &&
+	                (json_int(json_object_get(req, "fetch_timeout_ms"), &timeout) < 0 || timeout < 0))))
 		r = log_error(-EINVAL, "request: prefetch: a bad option");
-	if (r == 0 && paths && !json_is(paths, JSON_ARRAY))
+	if (r == 0 && paths && !json_is_array(paths))
 		r = log_error(-EINVAL, "request: prefetch: paths: not an array");
-	if (r == 0 && json_len(paths)) {
-		pv = calloc(json_len(paths), sizeof(*pv));
+	if (r == 0 && json_array_size(paths)) {
+		pv = calloc(json_array_size(paths), sizeof(*pv));
 		if (!pv)
 			r = -ENOMEM;
-		for (size_t i = 0; r == 0 && i < json_len(paths); i++)
-			if (!(pv[i] = json_cstr(json_at(paths, i))))
+		for (size_t i = 0; r == 0 && i < json_array_size(paths); i++)
+			if (!(pv[i] = json_cstr(json_array_get(paths, i))))
 				r = log_error(-EINVAL, "request: prefetch: paths: not strings");
 	}
 	if (r < 0)
@@ -120,7 +120,7 @@ int node_job_start(struct worker *w, const struct json *req, struct pjob **ret)
 			.pack_offsets = j->pack_offsets,
 			.prof = prof,
 			.paths = pv,
-			.npaths = json_len(paths),
+			.npaths = json_array_size(paths),
 			.decode = j->decode,
 			.profiled = profiled,
 		};
@@ -142,7 +142,8 @@ int node_job_reply(struct pjob *j, struct buf *reply)
 {
 	struct node_prefetch_result res;
 	char err[512] = "";
-	int r;
+	json_t *v;
+	int r = 0;
 
 	node_prefetch_result(j->pf, &res);
 	if (res.failed)
@@ -153,19 +154,20 @@ int node_job_reply(struct pjob *j, struct buf *reply)
 		snprintf(err, sizeof(err), "prefetch '%s': %llu of %llu chunks could not be written "
 		         "into cache '%s' (disk full or failing)", j->ref,
 		         (unsigned long long)res.unkept, (unsigned long long)res.chunks, j->cache_dir);
-	r = buf_printf(reply, "{\"ok\":%s,\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%llu,"
-	               "\"bytes\":%llu,\"failed\":%llu,\"seconds\":%.3f", *err ? "false" : "true",
-	               j->hex, j->decode ? "decoded" : "staged", (unsigned long long)res.chunks,
-	               (unsigned long long)res.bytes, (unsigned long long)res.failed, res.seconds);
-	if (*err) {
-		r = r ?: buf_printf(reply, ",\"error\":");
-		r = r ?: node_json_str(reply, err);
+	v = json_pack("{s:b, s:s, s:s, s:o, s:o, s:o, s:o}", "ok", !*err, "index", j->hex, "mode",
+	              j->decode ? "decoded" : "staged", "chunks", json_u64(res.chunks),
+	              "bytes", json_u64(res.bytes), "failed", json_u64(res.failed),
+	              "seconds", json_fixed(res.seconds, 3));
+	if (v && *err && json_object_set_new(v, "error", json_text(err, strlen(err))) < 0)
+		r = -ENOMEM;
+	if (v && j->log.len > 1 &&
+	    json_object_set_new(v, "log", json_text((char *)j->log.data, j->log.len - 1)) < 0)
+		r = -ENOMEM;
+	if (r < 0) {
+		json_decref(v);
+		return r;
 	}
-	if (j->log.len > 1) {
-		r = r ?: buf_printf(reply, ",\"log\":");
-		r = r ?: node_json_str(reply, (char *)j->log.data);
-	}
-	return r ?: buf_printf(reply, "}\n");
+	return json_buf_add(reply, v) ?: buf_append(reply, "\n", 1);
 }
 
 int node_job_progress(struct pjob *j, struct buf *line)
@@ -178,9 +180,9 @@ int node_job_progress(struct pjob *j, struct buf *line)
 	j->progress_ns = now;
 	node_prefetch_result(j->pf, &res);
 	line->len = 0;
-	return buf_printf(line, "{\"progress\":{\"chunks_done\":%llu,\"chunks\":%llu,"
-	                  "\"bytes_done\":%llu,\"bytes\":%llu,\"seconds\":%.3f}}\n",
-	                  (unsigned long long)res.done, (unsigned long long)res.chunks,
-	                  (unsigned long long)res.bytes, (unsigned long long)res.total_bytes,
-	                  res.seconds) ?: 1;
+	return json_pack_buf(line, "{s:{s:o, s:o, s:o, s:o, s:o}}", "progress",
+	                     "chunks_done", json_u64(res.done), "chunks", json_u64(res.chunks),
+	                     "bytes_done", json_u64(res.bytes), "bytes", json_u64(res.total_bytes),
+	                     "seconds", json_fixed(res.seconds, 3)) ?:
+	       buf_append(line, "\n", 1) ?: 1;
 }

@@ -97,29 +97,23 @@ void node_mount_free(struct mount *m)
 
 static int mount_record(const struct mount *m, struct buf *b)
 {
-	int r = buf_printf(b, "{\"mountpoint\":");
+	json_t *opts = json_pack("{s:b, s:b, s:b}", "suid", m->o.suid, "dev", m->o.dev,
+	                         "allow_other", m->o.allow_other);
 
-	r = r ?: node_json_str(b, m->mountpoint);
-	r = r ?: buf_printf(b, ",\"ref\":");
-	r = r ?: node_json_str(b, m->ref);
-	r = r ?: buf_printf(b, ",\"index\":\"%s\",\"shared\":%s,\"settings\":", m->hex,
-	                    m->shared ? "true" : "false");
-	r = r ?: node_config_json(b, &m->cfg);
-	r = r ?: buf_printf(b, ",\"secrets\":");
-	r = r ?: node_config_secrets_json(b, &m->cfg);
-	r = r ?: buf_printf(b, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
-	                    m->o.suid ? "true" : "false", m->o.dev ? "true" : "false",
-	                    m->o.allow_other ? "true" : "false");
-	if (m->o.record) {
-		r = r ?: buf_printf(b, ",\"record\":");
-		r = r ?: node_json_str(b, m->o.record);
+	if (opts && m->o.record &&
+	    json_object_set_new(opts, "record", json_str(m->o.record, strlen(m->o.record))) < 0) {
+		json_decref(opts);
+		opts = NULL;
 	}
-	r = r ?: buf_printf(b, "}}");
-	return r ?: buf_append_zero(b, 1);
+	return json_pack_buf(b, "{s:s, s:s, s:s, s:b, s:o, s:o, s:o}", "mountpoint", m->mountpoint,
+	                     "ref", m->ref, "index", m->hex, "shared", m->shared,
+	                     "settings", node_config_json(&m->cfg),
+	                     "secrets", node_config_secrets_json(&m->cfg), "options", opts) ?:
+	       buf_append_zero(b, 1);
 }
 
 /* m->cfg from the request (or record); m's store URL and cache from it. */
-int node_mount_config(struct worker *w, struct mount *m, const struct json *req)
+int node_mount_config(struct worker *w, struct mount *m, const json_t *req)
 {
 	int r = node_request_config(w, req, &m->cfg);
 
@@ -132,13 +126,15 @@ int node_mount_config(struct worker *w, struct mount *m, const struct json *req)
 }
 
 /* Options: the mount's settings, then the request's (or record's) own. */
-int node_mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o)
+int node_mopts_parse(const struct node_config *c, const json_t *j, struct mopts *o)
 {
 	static const struct { const char *key; size_t off; } flags[] = {
 		{ "suid", offsetof(struct mopts, suid) },
 		{ "dev", offsetof(struct mopts, dev) },
 		{ "allow_other", offsetof(struct mopts, allow_other) },
 	};
+	const char *k;
+	json_t *v;
 
 	*o = (struct mopts){
 		.readahead = c->readahead,
@@ -151,10 +147,10 @@ int node_mopts_parse(const struct node_config *c, const struct json *j, struct m
 		.cpu_latency = c->cpu_latency,
 		.profile = c->profile,
 	};
-	if (j && !json_is(j, JSON_OBJECT))
+	if (j && !json_is_object(j))
 		return log_error(-EINVAL, "request: options: not an object");
-	for (size_t i = 0; i < json_len(j); i++) {
-		const char *k = json_key_at(j, i, NULL);
+	json_object_foreach ((json_t *)j, k, v) {
+		(void)v;
 		bool known = !strcmp(k, "record");
 
 		for (size_t f = 0; f < ARRAY_SIZE(flags); f++)
@@ -163,12 +159,12 @@ int node_mopts_parse(const struct node_config *c, const struct json *j, struct m
 			return log_error(-EINVAL, "request: options: unknown option '%.64s'", k);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
-		const struct json *f = json_get(j, flags[i].key);
+		const json_t *f = json_object_get(j, flags[i].key);
 
 		if (f && json_bool(f, (bool *)((char *)o + flags[i].off)) < 0)
 			return log_error(-EINVAL, "request: options: %s: not a boolean", flags[i].key);
 	}
-	if (json_get(j, "record")) {
+	if (json_object_get(j, "record")) {
 		const char *p = json_get_cstr(j, "record");
 
 		if (!p || p[0] != '/')
@@ -257,8 +253,7 @@ static void tell_holder_del(struct worker *w, const char *mountpoint)
 
 	if (w->chan < 0 || w->holder_gone)
 		return;
-	if (buf_printf(&b, "{\"mountpoint\":") == 0 && node_json_str(&b, mountpoint) == 0 &&
-	    buf_printf(&b, "}") == 0)
+	if (json_pack_buf(&b, "{s:s}", "mountpoint", mountpoint) == 0)
 		(void)node_msg_send(w->chan, NODE_MSG_DEL, (char *)b.data, b.len, NULL, 0);
 }
 
@@ -275,9 +270,7 @@ static void tell_holder_detach(struct worker *w, struct mount *m)
 		return;
 	snprintf(key, sizeof(key), "%s (detached %u:%u)", m->mountpoint, major(m->dev),
 	         minor(m->dev));
-	if (buf_printf(&b, "{\"mountpoint\":") == 0 && node_json_str(&b, m->mountpoint) == 0 &&
-	    buf_printf(&b, ",\"key\":") == 0 && node_json_str(&b, key) == 0 &&
-	    buf_printf(&b, "}") == 0 &&
+	if (json_pack_buf(&b, "{s:s, s:s}", "mountpoint", m->mountpoint, "key", key) == 0 &&
 	    node_msg_send(w->chan, NODE_MSG_DETACH, (char *)b.data, b.len, NULL, 0) == 0)
 		m->holder_key = strdup(key);
 }
@@ -498,7 +491,7 @@ int node_mount_new(struct worker *w, struct mount *m)
 /* A record from the holder: take the connection over, or end it. */
 void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS])
 {
-	struct json *j = NULL;
+	json_t *j = NULL;
 	struct mount *m = calloc(1, sizeof(*m));
 	const char *mnt = NULL;
 	int r = m ? json_parse(b->data, b->len, &j, NULL) : -ENOMEM;
@@ -516,7 +509,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 			r = -ENOMEM;
 		m->ref = (s = json_get_cstr(j, "ref")) ? strdup(s) : NULL;
 		s = json_get_cstr(j, "index");
-		(void)json_bool(json_get(j, "shared"), &m->shared);
+		(void)json_bool(json_object_get(j, "shared"), &m->shared);
 		if (r == 0 && (!m->mountpoint || !m->ref || !s || strlen(s) != 32))
 			r = -EBADMSG;
 		else
@@ -525,7 +518,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	if (r == 0)
 		r = node_mount_config(w, m, j);
 	if (r == 0)
-		r = node_mopts_parse(&m->cfg, json_get(j, "options"), &m->o);
+		r = node_mopts_parse(&m->cfg, json_object_get(j, "options"), &m->o);
 	if (r == 0 && fds[0] < 0)
 		r = -ENOTCONN;      /* nothing kept it: it ended with the last worker */
 	if (r == 0)
@@ -566,7 +559,7 @@ void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FD
 	for (int i = 0; i < NODE_MSG_FDS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	json_free(j);
+	json_decref(j);
 	node_mount_free(m);
 }
 /* m, unless its mount is gone (unmounted behind the node's back: umount -l,

@@ -67,7 +67,7 @@ int node_msg_recv(int fd, uint32_t *ret_type, struct buf *b, int fds[NODE_MSG_FD
 struct cache;
 struct fs;
 struct image_profile;
-struct json;
+struct json_t;
 struct loop;
 struct node_metrics;
 struct node_prefetch;
@@ -243,8 +243,8 @@ void node_caches_prune(struct worker *w);
 /* mounts.c */
 void node_mount_pid_file(const struct mount *m, char *out, size_t outlen);
 void node_mount_free(struct mount *m);
-int node_mount_config(struct worker *w, struct mount *m, const struct json *req);
-int node_mopts_parse(const struct node_config *c, const struct json *j, struct mopts *o);
+int node_mount_config(struct worker *w, struct mount *m, const struct json_t *req);
+int node_mopts_parse(const struct node_config *c, const struct json_t *j, struct mopts *o);
 int node_mount_new(struct worker *w, struct mount *m);
 void node_mount_adopt(struct worker *w, const struct buf *b, int fds[NODE_MSG_FDS]);
 /* End mount i: false when it is still in use and ends later, on its own. */
@@ -271,13 +271,13 @@ int node_mounts_stats(struct worker *w, const char *cache_dir, struct node_stats
                       size_t *ret_n);
 
 /* requests.c */
-int node_request_config(struct worker *w, const struct json *req, struct node_config *c);
-const char *node_req_str(const struct json *req, const char *key, int *r);
+int node_request_config(struct worker *w, const struct json_t *req, struct node_config *c);
+const char *node_req_str(const struct json_t *req, const char *key, int *r);
 void node_handle(struct worker *w, struct client *c);
 void node_send_reply(struct client *c, const struct buf *reply);
 
 /* jobs.c: 1 when the job started (c->job; answered when it ends), or -errno. */
-int node_job_start(struct worker *w, const struct json *req, struct pjob **ret);
+int node_job_start(struct worker *w, const struct json_t *req, struct pjob **ret);
 int node_job_reply(struct pjob *j, struct buf *reply);
 /* A progress line for a client that asked for them ({"progress":{…}}), at
  * most every NODE_JOB_PROGRESS_NS: 1 when one was written into line, 0 when

@@ -37,7 +37,7 @@
 #include "node/config.h"
 
 struct buf;
-struct json;
+struct json_t;
 
 #define NODE_REQUEST_MAX (64u << 10)    /* bytes of one request line */
 #define NODE_REPLY_MAX (16u << 20)      /* bytes of one reply a client accepts */
@@ -75,7 +75,7 @@ int node_profile_fetch(struct store *s, const char *hex, struct image_profile **
 /* Send one request (a JSON object, no newline) to the node at socket and read
  * its reply into *ret (parsed).  -ECONNREFUSED / -ENOENT when no node
  * answers there; -EBADMSG for a reply that is not JSON.  Logs nothing. */
-int node_call(const char *socket, const char *request, struct json **ret);
+int node_call(const char *socket, const char *request, struct json_t **ret);
 /* node_call() that returns the reply's text (appended to b), unparsed. */
 int node_call_text(const char *socket, const char *request, struct buf *b);
 /* node_call(), but when no node answers start one in the background with
@@ -85,16 +85,13 @@ int node_call_text(const char *socket, const char *request, struct buf *b);
  * errors.  A reply with "ok":false is logged (its "log" lines, then its
  * error) and returns -EIO; its "log" lines are shown in either case. */
 int node_request(const char *socket, char *const *start_args, const char *request,
-                 struct json **ret);
+                 struct json_t **ret);
 
 /* node_request() for a request the node answers with progress lines first
  * (prefetch with "progress":true): cb gets each line's "progress" object as
  * it comes (cb NULL: they are ignored). */
-typedef void (*node_progress_fn)(void *ud, const struct json *progress);
+typedef void (*node_progress_fn)(void *ud, const struct json_t *progress);
 int node_request_progress(const char *socket, char *const *start_args, const char *request,
-                          node_progress_fn cb, void *ud, struct json **ret);
-
-/* Append s as a JSON string literal to b. */
-int node_json_str(struct buf *b, const char *s);
+                          node_progress_fn cb, void *ud, struct json_t **ret);
 
 #endif

@@ -23,21 +23,21 @@
 
 /* c (initialised here): the node's settings, then the request's (its
  * settings, then the shorthands store, cache, s3_endpoint). */
-int node_request_config(struct worker *w, const struct json *req, struct node_config *c)
+int node_request_config(struct worker *w, const json_t *req, struct node_config *c)
 {
 	static const char *const shorthands[] = { "store", "cache", "s3_endpoint" };
 	int r = node_config_copy(w->cfg, c);
 
 	if (r < 0)
 		return log_errno(r, "request: settings");
-	if (json_get(req, "settings"))
-		r = node_config_apply_json(c, json_get(req, "settings"));
-	if (r == 0 && json_get(req, "secrets"))
-		r = node_config_apply_secrets(c, json_get(req, "secrets"));
+	if (json_object_get(req, "settings"))
+		r = node_config_apply_json(c, json_object_get(req, "settings"));
+	if (r == 0 && json_object_get(req, "secrets"))
+		r = node_config_apply_secrets(c, json_object_get(req, "secrets"));
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(shorthands); i++) {
 		const char *v = json_get_cstr(req, shorthands[i]);
 
-		if (json_get(req, shorthands[i]) && (!v || !*v))
+		if (json_object_get(req, shorthands[i]) && (!v || !*v))
 			r = log_error(-EINVAL, "request: %s: want a non-empty string", shorthands[i]);
 		else if (v)
 			r = node_config_set(c, shorthands[i], v, shorthands[i]);
@@ -52,9 +52,9 @@ int node_request_config(struct worker *w, const struct json *req, struct node_co
 
 /* ---- requests --------------------------------------------------------------- */
 
-const char *node_req_str(const struct json *req, const char *key, int *r)
+const char *node_req_str(const json_t *req, const char *key, int *r)
 {
-	const struct json *v = json_get(req, key);
+	const json_t *v = json_object_get(req, key);
 	const char *s = json_cstr(v);
 
 	if (v && (!s || !*s)) {
@@ -64,28 +64,24 @@ const char *node_req_str(const struct json *req, const char *key, int *r)
 	return s;
 }
 
-static int json_strn(struct buf *b, const char *s, size_t len)
+/* Members that a verb adds to its reply (a failure is the reply's: -ENOMEM,
+ * or -EINVAL for a path that is not UTF-8, logged). */
+static int reply_add(json_t *out, json_t *members)
 {
-	_cleanup_free_ char *c = strndup(s, len);
-
-	return c ? node_json_str(b, c) : -ENOMEM;
+	return json_object_update_new(out, members) < 0 ? -EINVAL : 0;
 }
 
-static int reply_mount(const struct mount *m, struct buf *out)
+static int reply_mount(const struct mount *m, json_t *out)
 {
 	const char *cfg;
 	size_t len;
-	int r;
 
 	image_config(m->im.img, &cfg, &len);
-	r = buf_printf(out, ",\"mountpoint\":");
-	r = r ?: node_json_str(out, m->mountpoint);
-	r = r ?: buf_printf(out, ",\"index\":\"%s\",\"config\":", m->hex);
-	r = r ?: json_strn(out, cfg ? cfg : "", cfg ? len : 0);
-	return r;
+	return reply_add(out, json_pack("{s:s, s:s, s:o}", "mountpoint", m->mountpoint, "index",
+	                                m->hex, "config", json_str(cfg ? cfg : "", cfg ? len : 0)));
 }
 
-static int do_mount(struct worker *w, const struct json *req, struct buf *out)
+static int do_mount(struct worker *w, const json_t *req, json_t *out)
 {
 	struct mount *m = calloc(1, sizeof(*m));
 	const char *ref, *mnt, *images;
@@ -110,10 +106,10 @@ static int do_mount(struct worker *w, const struct json *req, struct buf *out)
 			r = -ENOMEM;
 	}
 	if (r == 0)
-		r = node_mopts_parse(&m->cfg, json_get(req, "options"), &m->o);
+		r = node_mopts_parse(&m->cfg, json_object_get(req, "options"), &m->o);
 	if (r < 0)
 		goto out;
-	if (!images && json_get(req, "settings"))
+	if (!images && json_object_get(req, "settings"))
 		images = m->cfg.images_dir;
 	/* Resolving a path inside a mount this worker serves would wait for
 	 * this worker: refused before any path is looked at. */
@@ -226,7 +222,7 @@ out:
 	return r;
 }
 
-static int do_umount(struct worker *w, const struct json *req, struct buf *out)
+static int do_umount(struct worker *w, const json_t *req, json_t *out)
 {
 	int r = 0;
 	const char *mnt = node_req_str(req, "mountpoint", &r);
@@ -244,47 +240,43 @@ static int do_umount(struct worker *w, const struct json *req, struct buf *out)
 				return log_error(-EBUSY, "umount '%s': another mount is over it (%s); "
 				                 "unmount that first", mnt, top);
 			if (!node_mount_end(w, i))
-				(void)buf_printf(out, ",\"in_use\":true");
+				(void)json_object_set_new(out, "in_use", json_true());
 			return 0;
 		}
-	(void)buf_printf(out, ",\"unknown\":true");
+	(void)json_object_set_new(out, "unknown", json_true());
 	return log_error(-ENOENT, "umount '%s': not a mount of this node", mnt);
 }
 
-static int do_status(struct worker *w, const struct json *req, struct buf *out)
+static int do_status(struct worker *w, const json_t *req, json_t *out)
 {
 	uint64_t uptime_ms = w->holder_uptime_ms + (now_ns() - w->hello_ns) / 1000000;
-	int r;
+	json_t *mounts = json_array();
 
-	r = buf_printf(out, ",\"pid\":%d,\"holder_pid\":%d,\"uptime_s\":%.3f,\"takeovers\":%u,"
-	               "\"socket\":", (int)getpid(), (int)w->holder_pid, (double)uptime_ms / 1e3,
-	               w->takeovers);
-	r = r ?: node_json_str(out, w->cfg->socket_path);
-	r = r ?: buf_printf(out, ",\"cache\":");
-	r = r ?: node_json_str(out, w->cfg->cache_dir);
-	r = r ?: buf_printf(out, ",\"mounts\":[");
-	for (size_t i = 0; r == 0 && i < w->nmounts; i++) {
+	for (size_t i = 0; mounts && i < w->nmounts; i++) {
 		struct mount *m = w->mounts[i];
 		struct node_fs_status st;
 
 		node_fs_status(m->fs, &st);
-		r = buf_printf(out, "%s{\"image\":", i ? "," : "");
-		r = r ?: node_json_str(out, m->ref);
-		r = r ?: buf_printf(out, ",\"index\":\"%s\",\"store\":", m->hex);
-		r = r ?: node_json_str(out, m->store_url);
-		r = r ?: buf_printf(out, ",\"mountpoint\":");
-		r = r ?: node_json_str(out, m->mountpoint);
-		r = r ?: buf_printf(out, ",\"cache\":");
-		r = r ?: node_json_str(out, m->cache_dir);
-		r = r ?: buf_printf(out, ",\"open_files\":%u,\"requests\":%llu,\"resends\":%llu,"
-		                    "\"adopted\":%s}", st.open_files,
-		                    (unsigned long long)st.requests, (unsigned long long)st.resends,
-		                    st.adopted ? "true" : "false");
+		if (json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:o, s:b}",
+		                          "image", m->ref, "index", m->hex, "store", m->store_url,
+		                          "mountpoint", m->mountpoint, "cache", m->cache_dir,
+		                          "open_files", (json_int_t)st.open_files,
+		                          "requests", json_u64(st.requests),
+		                          "resends", json_u64(st.resends),
+		                          "adopted", st.adopted)) < 0) {
+			json_decref(mounts);
+			mounts = NULL;
+		}
 	}
-	return r ?: buf_printf(out, "]");
+	return reply_add(out, json_pack("{s:i, s:i, s:o, s:I, s:s, s:s, s:o}", "pid", (int)getpid(),
+	                                "holder_pid", (int)w->holder_pid,
+	                                "uptime_s", json_fixed((double)uptime_ms / 1e3, 3),
+	                                "takeovers", (json_int_t)w->takeovers,
+	                                "socket", w->cfg->socket_path, "cache", w->cfg->cache_dir,
+	                                "mounts", mounts));
 }
 
-static int do_stats(struct worker *w, const struct json *req, struct buf *out)
+static int do_stats(struct worker *w, const json_t *req, json_t *out)
 {
 	int r = 0;
 	const char *cache = node_req_str(req, "cache", &r);
@@ -302,25 +294,23 @@ static int do_stats(struct worker *w, const struct json *req, struct buf *out)
 	if (r < 0)
 		return log_errno(r, "cache '%s': reading stats", cache);
 	r = node_mounts_stats(w, cache, &im, &n);
-	r = r ?: buf_printf(out, ",\"cache\":");
-	r = r ?: node_json_str(out, cache);
-	r = r ?: buf_printf(out, ",\"stats\":");
-	r = r ?: node_stats_json(out, st, im, n);
+	r = r ?: reply_add(out, json_pack("{s:s, s:o}", "cache", cache, "stats",
+	                                  node_stats_json(st, im, n)));
 	node_stats_images_free(im, n);
 	cache_stats_unmap(st);
 	return r;
 }
 
-static int do_stop(struct worker *w, const struct json *req, struct buf *out)
+static int do_stop(struct worker *w, const json_t *req, json_t *out)
 {
 	node_mounts_end_all(w);
 	if (w->chan >= 0)
 		(void)node_msg_send(w->chan, NODE_MSG_STOP, "{}", 2, NULL, 0);
 	w->stop = true;
-	return buf_printf(out, ",\"holder_pid\":%d", (int)w->holder_pid);
+	return reply_add(out, json_pack("{s:i}", "holder_pid", (int)w->holder_pid));
 }
 
-static int do_upgrade(struct worker *w, const struct json *req, struct buf *out)
+static int do_upgrade(struct worker *w, const json_t *req, json_t *out)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	_cleanup_free_ char *abs = NULL;
@@ -341,13 +331,11 @@ static int do_upgrade(struct worker *w, const struct json *req, struct buf *out)
 	abs = realpath(bin, NULL);
 	if (!abs || access(abs, X_OK) < 0)
 		return log_errno(-errno, "upgrade: binary '%s'", bin);
-	r = buf_printf(&b, "{\"binary\":");
-	r = r ?: node_json_str(&b, abs);
-	r = r ?: buf_printf(&b, "}");
+	r = json_pack_buf(&b, "{s:s}", "binary", abs);
 	r = r ?: node_msg_send(w->chan, NODE_MSG_UPGRADE, (char *)b.data, b.len, NULL, 0);
 	if (r < 0)
 		return log_errno(r, "upgrade: telling the holder");
-	return buf_printf(out, ",\"pid\":%d", (int)getpid());
+	return reply_add(out, json_pack("{s:i}", "pid", (int)getpid()));
 }
 
 static void capture_begin(struct worker *w)
@@ -388,7 +376,7 @@ static void capture_end(struct worker *w, struct buf *ret)
 
 static const struct {
 	const char *verb;
-	int (*fn)(struct worker *w, const struct json *req, struct buf *out);
+	int (*fn)(struct worker *w, const json_t *req, json_t *out);
 } verbs[] = {
 	{ "mount", do_mount },
 	{ "umount", do_umount },
@@ -412,8 +400,8 @@ void node_send_reply(struct client *c, const struct buf *reply)
  * that does not read gets cut off, the node goes on. */
 void node_handle(struct worker *w, struct client *c)
 {
-	_cleanup_(buf_freep) struct buf out = BUF_INIT, log = BUF_INIT, reply = BUF_INIT;
-	struct json *req = NULL;
+	_cleanup_(buf_freep) struct buf log = BUF_INIT, reply = BUF_INIT;
+	json_t *req = NULL, *out = json_object(), *head;
 	const char *verb = NULL;
 	int r;
 
@@ -422,7 +410,7 @@ void node_handle(struct worker *w, struct client *c)
 		r = log_error(-EMSGSIZE, "request: larger than %u bytes", NODE_REQUEST_MAX);
 	} else {
 		r = json_parse_logged(c->in.data, c->in.len, "request", &req);
-		if (r == 0 && !json_is(req, JSON_OBJECT))
+		if (r == 0 && !json_is_object(req))
 			r = log_error(-EINVAL, "request: not a JSON object");
 		if (r == 0 && !(verb = json_get_cstr(req, "verb")))
 			r = log_error(-EINVAL, "request: no verb");
@@ -433,8 +421,10 @@ void node_handle(struct worker *w, struct client *c)
 		for (i = 0; i < ARRAY_SIZE(verbs); i++)
 			if (!strcmp(verbs[i].verb, verb))
 				break;
-		if (i < ARRAY_SIZE(verbs))
-			r = verbs[i].fn(w, req, &out);
+		if (!out)
+			r = -ENOMEM;
+		else if (i < ARRAY_SIZE(verbs))
+			r = verbs[i].fn(w, req, out);
 		else if (!strcmp(verb, "prefetch"))
 			r = node_job_start(w, req, &c->job);
 		else
@@ -445,7 +435,8 @@ void node_handle(struct worker *w, struct client *c)
 		/* answered when the prefetch ends (serve_clients) */
 		c->job->log = log;
 		log = (struct buf)BUF_INIT;
-		json_free(req);
+		json_decref(req);
+		json_decref(out);
 		return;
 	}
 	if (r < 0) {
@@ -465,21 +456,23 @@ void node_handle(struct worker *w, struct client *c)
 		}
 		const char *why = copy ? last : strerror(-r);
 
-		r = buf_printf(&reply, "{\"ok\":false,\"error\":");
-		r = r ?: node_json_str(&reply, why);
+		head = json_pack("{s:b, s:o}", "ok", false, "error", json_text(why, strlen(why)));
 	} else {
-		r = buf_printf(&reply, "{\"ok\":true");
+		head = json_pack("{s:b}", "ok", true);
 	}
-	r = r ?: (out.len ? buf_append(&reply, out.data, out.len) : 0);
-	if (log.len > 1) {
-		r = r ?: buf_printf(&reply, ",\"log\":");
-		r = r ?: node_json_str(&reply, (char *)log.data);
-	}
-	r = r ?: buf_printf(&reply, "}\n");
+	/* ok and error first, then the verb's members, then the log */
+	r = head && out && json_object_update(head, out) == 0 ? 0 : -ENOMEM;
+	if (r == 0 && log.len > 1)
+		r = json_object_set_new(head, "log", json_text((char *)log.data, log.len - 1));
+	r = r ?: json_buf_add(&reply, json_incref(head));
+	r = r ?: buf_append(&reply, "\n", 1);
 	if (r < 0) {
+		/* a constant, for when memory is too short to build one */
 		reply.len = 0;
-		(void)buf_printf(&reply, "{\"ok\":false,\"error\":\"out of memory\"}\n");
+		(void)buf_printf(&reply, "{\"ok\":false,\"error\":\"cannot write the reply\"}\n");
 	}
 	node_send_reply(c, &reply);
-	json_free(req);
+	json_decref(head);
+	json_decref(out);
+	json_decref(req);
 }

@@ -146,54 +146,78 @@ int node_stats_images_from_slots(const struct cache_stats *st, struct node_stats
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-int node_stats_json(struct buf *b, const struct cache_stats *st,
-                    const struct node_stats_image *im, size_t n)
+/* a with v appended (v's reference taken), or NULL once an append failed
+ * (a released). */
+static json_t *push(json_t *a, json_t *v)
 {
-	int r = 0;
-
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(scalars); i++)
-		r = buf_printf(b, "%s\"%s\":%llu", i ? "," : "{", scalars[i].key,
-		               (unsigned long long)CU64(st, scalars[i].off));
-	r = r ?: buf_printf(b, ",\"fetch_latency_us\":[");
-	/* the last bucket holds everything slower: no upper bound */
-	for (int i = 0; r == 0 && i < CACHE_LATENCY_BUCKETS; i++) {
-		if (i == CACHE_LATENCY_BUCKETS - 1)
-			r = buf_printf(b, ",{\"lt_us\":null,");
-		else
-			r = buf_printf(b, "%s{\"lt_us\":%llu,", i ? "," : "",
-			               (unsigned long long)(16ULL << i));
-		r = r ?: buf_printf(b, "\"count\":%llu}", (unsigned long long)st->fetch_latency[i]);
+	if (!a) {
+		json_decref(v);
+		return NULL;
 	}
-	r = r ?: buf_printf(b, "],\"images\":[");
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		r = buf_printf(b, "%s{\"index\":", i ? "," : "");
-		r = r ?: node_json_str(b, im[i].index);
-		r = r ?: buf_printf(b, ",\"mountpoint\":");
-		r = r ?: node_json_str(b, im[i].mountpoint);
-		r = r ?: buf_printf(b, ",\"pid\":%d", im[i].pid);
-		for (size_t k = 0; r == 0 && k < ARRAY_SIZE(per_image); k++)
-			r = buf_printf(b, ",\"%s\":%llu", per_image[k].key,
-			               (unsigned long long)CU64(&im[i], per_image[k].off));
-		r = r ?: buf_printf(b, ",\"percent_read\":%.2f}",
-		                    100.0 * ratio(im[i].bytes_read, im[i].image_bytes));
+	if (json_array_append_new(a, v) < 0) {
+		json_decref(a);
+		return NULL;
 	}
-	return r ?: buf_printf(b, "]}");
+	return a;
 }
 
-static int get_u64(const struct json *j, const char *key, uint64_t *ret)
+json_t *node_stats_json(const struct cache_stats *st, const struct node_stats_image *im,
+                        size_t n)
+{
+	json_t *o = json_object(), *lat = json_array(), *ims = json_array();
+	bool ok = o && lat && ims;
+
+	for (size_t i = 0; ok && i < ARRAY_SIZE(scalars); i++)
+		ok = json_object_set_new(o, scalars[i].key, json_u64(CU64(st, scalars[i].off))) == 0;
+	/* the last bucket holds everything slower: no upper bound */
+	for (int i = 0; i < CACHE_LATENCY_BUCKETS; i++)
+		lat = push(lat, json_pack("{s:o, s:o}", "lt_us", i == CACHE_LATENCY_BUCKETS - 1 ?
+		                          json_null() : json_u64(16ULL << i),
+		                          "count", json_u64(st->fetch_latency[i])));
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_pack("{s:s, s:s, s:i}", "index", im[i].index, "mountpoint",
+		                      im[i].mountpoint, "pid", im[i].pid);
+
+		for (size_t k = 0; e && k < ARRAY_SIZE(per_image); k++)
+			if (json_object_set_new(e, per_image[k].key,
+			                        json_u64(CU64(&im[i], per_image[k].off))) < 0) {
+				json_decref(e);
+				e = NULL;
+			}
+		if (e && json_object_set_new(e, "percent_read",
+		                             json_fixed(100.0 * ratio(im[i].bytes_read,
+		                                                      im[i].image_bytes), 2)) < 0) {
+			json_decref(e);
+			e = NULL;
+		}
+		ims = push(ims, e);
+	}
+	if (ok && lat && ims && json_object_set_new(o, "fetch_latency_us", json_incref(lat)) == 0 &&
+	    json_object_set_new(o, "images", json_incref(ims)) == 0) {
+		json_decref(lat);
+		json_decref(ims);
+		return o;
+	}
+	json_decref(o);
+	json_decref(lat);
+	json_decref(ims);
+	return NULL;
+}
+
+static int get_u64(const json_t *j, const char *key, uint64_t *ret)
 {
 	int64_t v;
 
-	if (json_int(json_get(j, key), &v) < 0 || v < 0)
+	if (json_int(json_object_get(j, key), &v) < 0 || v < 0)
 		return -EBADMSG;
 	*ret = (uint64_t)v;
 	return 0;
 }
 
-int node_stats_parse(const struct json *j, struct cache_stats *st, struct node_stats_image **ret,
+int node_stats_parse(const json_t *j, struct cache_stats *st, struct node_stats_image **ret,
                      size_t *ret_n)
 {
-	const struct json *lat = json_get(j, "fetch_latency_us"), *ims = json_get(j, "images");
+	const json_t *lat = json_object_get(j, "fetch_latency_us"), *ims = json_object_get(j, "images");
 	struct node_stats_image *v = NULL;
 	size_t n = 0;
 	int r = 0;
@@ -201,22 +225,22 @@ int node_stats_parse(const struct json *j, struct cache_stats *st, struct node_s
 	*ret = NULL;
 	*ret_n = 0;
 	memset(st, 0, sizeof(*st));
-	if (!json_is(j, JSON_OBJECT) || !json_is(lat, JSON_ARRAY) ||
-	    json_len(lat) != CACHE_LATENCY_BUCKETS || !json_is(ims, JSON_ARRAY))
+	if (!json_is_object(j) || !json_is_array(lat) ||
+	    json_array_size(lat) != CACHE_LATENCY_BUCKETS || !json_is_array(ims))
 		return -EBADMSG;
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(scalars); i++)
 		r = get_u64(j, scalars[i].key, &U64(st, scalars[i].off));
 	for (int i = 0; r == 0 && i < CACHE_LATENCY_BUCKETS; i++)
-		r = get_u64(json_at(lat, (size_t)i), "count", &st->fetch_latency[i]);
-	if (r == 0 && json_len(ims) && !(v = calloc(json_len(ims), sizeof(*v))))
+		r = get_u64(json_array_get(lat, (size_t)i), "count", &st->fetch_latency[i]);
+	if (r == 0 && json_array_size(ims) && !(v = calloc(json_array_size(ims), sizeof(*v))))
 		r = -ENOMEM;
-	for (; r == 0 && n < json_len(ims); n++) {
-		const struct json *o = json_at(ims, n);
+	for (; r == 0 && n < json_array_size(ims); n++) {
+		const json_t *o = json_array_get(ims, n);
 		const char *idx = json_get_cstr(o, "index"), *mnt = json_get_cstr(o, "mountpoint");
 		int64_t pid;
 
 		if (!idx || !mnt || strlen(idx) >= sizeof(v[n].index) ||
-		    json_int(json_get(o, "pid"), &pid) < 0) {
+		    json_int(json_object_get(o, "pid"), &pid) < 0) {
 			r = -EBADMSG;
 			break;
 		}

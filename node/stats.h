@@ -12,7 +12,7 @@
 
 struct buf;
 struct cache_stats;
-struct json;
+struct json_t;
 
 /* One mounted image's counters. */
 struct node_stats_image {
@@ -32,13 +32,14 @@ int node_stats_images_from_slots(const struct cache_stats *st, struct node_stats
                                  size_t *ret_n);
 void node_stats_images_free(struct node_stats_image *v, size_t n);
 
-/* st and the images as one JSON object (no newline) appended to b. */
-int node_stats_json(struct buf *b, const struct cache_stats *st,
-                    const struct node_stats_image *im, size_t n);
+/* st and the images as one JSON object (a new reference), or NULL when
+ * memory runs out or a mountpoint is not UTF-8 (logged). */
+struct json_t *node_stats_json(const struct cache_stats *st, const struct node_stats_image *im,
+                               size_t n);
 /* The reverse: st (zeroed first) and the images (*ret, freed with
  * node_stats_images_free) from the object node_stats_json wrote.  -EBADMSG
  * when j is not such an object. */
-int node_stats_parse(const struct json *j, struct cache_stats *st, struct node_stats_image **ret,
+int node_stats_parse(const struct json_t *j, struct cache_stats *st, struct node_stats_image **ret,
                      size_t *ret_n);
 
 /* st as Prometheus text (lazyroot_cache_*), with a series per image. */

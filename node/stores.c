@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cache/cache.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "lib/loop.h"
 #include "node/node-internal.h"
@@ -31,7 +32,7 @@ struct nstore *node_store_get(struct worker *w, const struct node_config *rc)
 		if (node_config_get(rc, store_keys[i], val, sizeof(val)) == 0)
 			r = buf_printf(&key, "%s\n", val);
 	/* other credentials, another node_handle (the key stays in memory) */
-	r = r ?: node_config_secrets_json(&key, rc);
+	r = r ?: json_buf_add(&key, node_config_secrets_json(rc));
 	if (r < 0 || buf_append_zero(&key, 1) < 0) {
 		log_errno(-ENOMEM, "store '%s'", rc->store_url);
 		return NULL;

@@ -208,7 +208,7 @@ static int take_over(struct worker *w)
 	uint32_t type;
 
 	for (;;) {
-		struct json *j = NULL;
+		json_t *j = NULL;
 		int64_t v;
 		int r = node_msg_recv(w->chan, &type, &b, fds);
 
@@ -225,17 +225,17 @@ static int take_over(struct worker *w)
 				w->metrics_fd = TAKE_FD(fds[0]);
 			}
 			if (json_parse(b.data, b.len, &j, NULL) == 0) {
-				if (json_get(j, "metrics_fd"))
+				if (json_object_get(j, "metrics_fd"))
 					w->metrics_bind = false;
-				if (json_int(json_get(j, "holder_pid"), &v) == 0)
+				if (json_int(json_object_get(j, "holder_pid"), &v) == 0)
 					w->holder_pid = (pid_t)v;
-				if (json_int(json_get(j, "takeovers"), &v) == 0)
+				if (json_int(json_object_get(j, "takeovers"), &v) == 0)
 					w->takeovers = (unsigned)v;
-				if (json_int(json_get(j, "uptime_ms"), &v) == 0)
+				if (json_int(json_object_get(j, "uptime_ms"), &v) == 0)
 					w->holder_uptime_ms = (uint64_t)v;
 			}
 			w->hello_ns = now_ns();
-			json_free(j);
+			json_decref(j);
 			break;
 		case NODE_MSG_RECORD:
 			node_mount_adopt(w, &b, fds);

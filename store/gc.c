@@ -244,8 +244,8 @@ struct record {
 static int record_read(struct gc *g, struct record *rec)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct json *doc = NULL;
-	const struct json *v;
+	json_t *doc = NULL;
+	const json_t *v;
 	const char *ph;
 	int64_t n;
 	int r;
@@ -260,53 +260,68 @@ static int record_read(struct gc *g, struct record *rec)
 	r = json_parse(b.data, b.len, &doc, NULL);
 	ph = r == 0 ? json_get_cstr(doc, "phase") : NULL;
 	if (!ph || (strcmp(ph, "moving") && strcmp(ph, "waiting"))) {
-		json_free(doc);
+		json_decref(doc);
 		return log_error(-EBADMSG, "store '%s': %s is corrupt: delete it, and run "
 		                 "`lazyroot store gc` again", store_url(g->s), GC_RECORD);
 	}
 	rec->present = true;
 	snprintf(rec->phase, sizeof(rec->phase), "%s", ph);
-	if (json_int(json_get(doc, "started"), &n) == 0)
+	if (json_int(json_object_get(doc, "started"), &n) == 0)
 		rec->started = n;
-	if (json_int(json_get(doc, "moved_at"), &n) == 0)
+	if (json_int(json_object_get(doc, "moved_at"), &n) == 0)
 		rec->moved_at = n;
-	if (json_int(json_get(doc, "grace"), &n) == 0)
+	if (json_int(json_object_get(doc, "grace"), &n) == 0)
 		rec->grace = n;
-	if (json_int(json_get(doc, "moved"), &n) == 0)
+	if (json_int(json_object_get(doc, "moved"), &n) == 0)
 		rec->moved = (uint64_t)n;
-	if (json_int(json_get(doc, "moved_bytes"), &n) == 0)
+	if (json_int(json_object_get(doc, "moved_bytes"), &n) == 0)
 		rec->moved_bytes = (uint64_t)n;
-	v = json_get(doc, "leases");
-	for (size_t i = 0; r == 0 && i < json_len(v); i++) {
-		const char *k = json_cstr(json_at(v, i));
+	v = json_object_get(doc, "leases");
+	for (size_t i = 0; r == 0 && i < json_array_size(v); i++) {
+		const char *k = json_cstr(json_array_get(v, i));
 
 		if (k)
 			r = store_keys_add(&rec->leases, k);
 	}
-	json_free(doc);
+	json_decref(doc);
 	store_keys_sort(&rec->leases);
 	return r;
+}
+
+/* The record as stored: its phase and start, and in phase "waiting" what was
+ * moved when and which leases it waits for.  NULL when memory runs out. */
+static json_t *record_json(const struct record *rec)
+{
+	json_t *doc = json_pack("{s:s, s:I}", "phase", rec->phase, "started",
+	                        (json_int_t)rec->started);
+	json_t *leases;
+
+	if (!doc || strcmp(rec->phase, "waiting"))
+		return doc;
+	leases = json_array();
+	for (size_t i = 0; leases && i < rec->leases.n; i++)
+		if (json_array_append_new(leases, json_string(rec->leases.v[i])) < 0) {
+			json_decref(leases);
+			leases = NULL;
+		}
+	if (json_object_update_new(doc, json_pack("{s:I, s:I, s:o, s:o, s:o}",
+	                                          "moved_at", (json_int_t)rec->moved_at,
+	                                          "grace", (json_int_t)rec->grace,
+	                                          "moved", json_u64(rec->moved),
+	                                          "moved_bytes", json_u64(rec->moved_bytes),
+	                                          "leases", leases)) < 0) {
+		json_decref(doc);
+		return NULL;
+	}
+	return doc;
 }
 
 static int record_write(struct gc *g, const struct record *rec, bool create)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	int r;
+	int r = json_buf_add(&b, record_json(rec));
 
-	r = buf_printf(&b, "{\"phase\":\"%s\",\"started\":%lld", rec->phase,
-	               (long long)rec->started);
-	if (r == 0 && !strcmp(rec->phase, "waiting")) {
-		r = buf_printf(&b, ",\"moved_at\":%lld,\"grace\":%lld,\"moved\":%llu,"
-		               "\"moved_bytes\":%llu,\"leases\":[", (long long)rec->moved_at,
-		               (long long)rec->grace, (unsigned long long)rec->moved,
-		               (unsigned long long)rec->moved_bytes);
-		for (size_t i = 0; r == 0 && i < rec->leases.n; i++)
-			r = buf_printf(&b, "%s\"%s\"", i ? "," : "", rec->leases.v[i]);
-		if (r == 0)
-			r = buf_printf(&b, "]");
-	}
-	if (r == 0)
-		r = buf_printf(&b, "}\n");
+	r = r ?: buf_append(&b, "\n", 1);
 	if (r < 0)
 		return r;
 	r = create ? store_put_new_sync(g->s, GC_RECORD, b.data, b.len) :

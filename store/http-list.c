@@ -69,18 +69,18 @@ void http_scan_complete(struct xfer *x, int64_t res)
  * Returns 0 or -errno. */
 int http_list_step(struct xfer *x)
 {
-	struct json *doc = NULL;
+	json_t *doc = NULL;
 	size_t dcap = x->ndirs;
 	int r;
 
 	r = json_parse(x->body.data, x->body.len, &doc, NULL);
-	if (r < 0 || !json_is(doc, JSON_ARRAY)) {
-		json_free(doc);
+	if (r < 0 || !json_is_array(doc)) {
+		json_decref(doc);
 		return log_error(-EBADMSG, "store '%s': %s is not an autoindex_format json listing",
 		                 x->h->s->url, x->url);
 	}
-	for (size_t i = 0; i < json_len(doc) && r >= 0; i++) {
-		const struct json *e = json_at(doc, i);
+	for (size_t i = 0; i < json_array_size(doc) && r >= 0; i++) {
+		const json_t *e = json_array_get(doc, i);
 		const char *name = json_get_cstr(e, "name"), *type = json_get_cstr(e, "type");
 
 		if (!name || !type || !*name || name[0] == '.' || strchr(name, '/'))
@@ -90,7 +90,7 @@ int http_list_step(struct xfer *x)
 			int64_t size = 0, mtime = 0;
 			const char *mt = json_get_cstr(e, "mtime");
 
-			(void)json_int(json_get(e, "size"), &size);
+			(void)json_int(json_object_get(e, "size"), &size);
 			if (!mt || store_parse_time(mt, strlen(mt), &mtime) < 0)
 				mtime = 0;
 			snprintf(path, sizeof(path), "%s%s", x->prefix, name);
@@ -116,7 +116,7 @@ int http_list_step(struct xfer *x)
 				r = names_add(&x->names, &x->nnames, &x->cap, key, "");
 		}
 	}
-	json_free(doc);
+	json_decref(doc);
 	return r;
 }
 

@@ -20,6 +20,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "lib/json.h"
 #include "store/store-internal.h"
 
 struct store_lease {
@@ -215,6 +216,7 @@ static int lease_take(const struct store *s, const char *kind, unsigned ttl, con
 	uint8_t rnd[8];
 	char hex[17], host[64] = "";
 	const char *url = store_url(s);
+	struct buf body = BUF_INIT;
 	int r;
 
 	if (!l)
@@ -241,13 +243,15 @@ static int lease_take(const struct store *s, const char *kind, unsigned ttl, con
 	snprintf(l->key, sizeof(l->key), "leases/%s-%u-%s%s%s", kind, l->ttl, hex,
 	         index ? "-" : "", index ? index : "");
 	gethostname(host, sizeof(host) - 1);
-	if (asprintf(&l->body, "{\"kind\":\"%s\",\"host\":\"%s\",\"pid\":%d,\"ttl\":%u%s%s%s}\n",
-	             kind, host, (int)getpid(), l->ttl, index ? ",\"index\":\"" : "",
-	             index ? index : "", index ? "\"" : "") < 0) {
-		l->body = NULL;
+	r = json_pack_buf(&body, "{s:s, s:s, s:i, s:I, s:s*}", "kind", kind, "host", host, "pid",
+	                  (int)getpid(), "ttl", (json_int_t)l->ttl, "index", index);
+	r = r ?: buf_append(&body, "\n", 2);   /* and a NUL: the body is a C string */
+	if (r < 0) {
+		buf_free(&body);
 		lease_free(l);
-		return -ENOMEM;
+		return r;
 	}
+	l->body = (char *)body.data;
 	if (rn) {
 		pthread_mutex_lock(&rn->lock);
 		l->rn = rn;

@@ -55,7 +55,7 @@ static void usage(FILE *f)
 /* Read an image config file and check that it is a JSON object. */
 static int read_config(const char *path, struct buf *ret)
 {
-	struct json *doc = NULL;
+	json_t *doc = NULL;
 	char what[64 + PATH_MAX];
 	int r;
 
@@ -64,9 +64,9 @@ static int read_config(const char *path, struct buf *ret)
 		return log_errno(r, "--config '%s'", path);
 	snprintf(what, sizeof(what), "--config '%s'", path);
 	r = json_parse_logged(ret->data, ret->len, what, &doc);
-	if (r == 0 && json_type(doc) != JSON_OBJECT)
+	if (r == 0 && !json_is_object(doc))
 		r = log_error(-EINVAL, "--config '%s': not a JSON object", path);
-	json_free(doc);
+	json_decref(doc);
 	return r;
 }
 
@@ -238,15 +238,16 @@ int cmd_build(int argc, char **argv)
 	if (json) {
 		double dedup = sum.bytes_in ? (double)sum.bytes_in / (double)MAX(sum.chunk_bytes, 1) : 1;
 
-		printf("{\"index\":\"%s\",\"tag\":", sum.index);
-		tools_json_string(stdout, tag, strlen(tag));
-		printf(",\"entries\":%llu,\"bytes_in\":%llu,\"chunks\":%llu,\"chunks_new\":%llu,"
-		       "\"chunk_bytes\":%llu,\"bytes_stored\":%llu,\"dedup_ratio\":%.3f,"
-		       "\"pack_bytes\":%llu,\"seconds\":%.3f}\n",
-		       (unsigned long long)sum.entries, (unsigned long long)sum.bytes_in,
-		       (unsigned long long)sum.chunks, (unsigned long long)sum.chunks_new,
-		       (unsigned long long)sum.chunk_bytes, (unsigned long long)sum.bytes_stored,
-		       dedup, (unsigned long long)sum.pack_bytes, sum.seconds);
+		if (json_pack_file(stdout, "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		                   "index", sum.index, "tag", json_str(tag, strlen(tag)),
+		                   "entries", json_u64(sum.entries), "bytes_in", json_u64(sum.bytes_in),
+		                   "chunks", json_u64(sum.chunks), "chunks_new", json_u64(sum.chunks_new),
+		                   "chunk_bytes", json_u64(sum.chunk_bytes),
+		                   "bytes_stored", json_u64(sum.bytes_stored),
+		                   "dedup_ratio", json_fixed(dedup, 3),
+		                   "pack_bytes", json_u64(sum.pack_bytes),
+		                   "seconds", json_fixed(sum.seconds, 3)) < 0)
+			return 1;
 	} else {
 		char a[32], bb[32];
 

@@ -120,12 +120,10 @@ static int stats_get(const struct node_config *cfg, struct cache_stats *st,
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_free_ char *dir = tools_absolute(cfg->cache_dir);
 	const struct cache_stats *map;
-	struct json *reply = NULL;
-	int r = dir ? buf_printf(&req, "{\"verb\":\"stats\",\"cache\":") : -ENOMEM;
+	json_t *reply = NULL;
+	int r = dir ? tools_node_request_text(json_pack("{s:s, s:s}", "verb", "stats", "cache", dir),
+	                                      &req) : -ENOMEM;
 
-	r = r ?: node_json_str(&req, dir);
-	r = r ?: buf_printf(&req, "}");
-	r = r ?: buf_append_zero(&req, 1);
 	if (r < 0)
 		return log_errno(r, "cache stats");
 	r = node_call(cfg->socket_path, (char *)req.data, &reply);
@@ -133,14 +131,14 @@ static int stats_get(const struct node_config *cfg, struct cache_stats *st,
 		bool ok = false;
 		const char *err = json_get_cstr(reply, "error");
 
-		(void)json_bool(json_get(reply, "ok"), &ok);
+		(void)json_bool(json_object_get(reply, "ok"), &ok);
 		if (!ok)
 			r = log_error(-EIO, "cache stats: the node at '%s': %s", cfg->socket_path,
 			              err ? err : "failed");
-		else if (node_stats_parse(json_get(reply, "stats"), st, im, nim) < 0)
+		else if (node_stats_parse(json_object_get(reply, "stats"), st, im, nim) < 0)
 			r = log_error(-EBADMSG, "cache stats: the node at '%s' answered no counters",
 			              cfg->socket_path);
-		json_free(reply);
+		json_decref(reply);
 		return r;
 	}
 	if (r != -ECONNREFUSED && r != -ENOENT)
@@ -223,11 +221,7 @@ static int cache_stats_cmd(int argc, char **argv)
 	if (r < 0)
 		return 1;
 	if (json) {
-		_cleanup_(buf_freep) struct buf b = BUF_INIT;
-
-		r = node_stats_json(&b, &st, im, nim);
-		if (r == 0)
-			printf("%.*s\n", (int)b.len, (char *)b.data);
+		r = json_file_add(stdout, node_stats_json(&st, im, nim));
 	} else if (prom) {
 		node_stats_prometheus(stdout, &st, im, nim);
 	} else {
@@ -295,8 +289,8 @@ static int cache_verify_cmd(int argc, char **argv)
 		return 1;
 	}
 	if (json)
-		printf("{\"checked\":%llu,\"dropped\":%llu}\n", (unsigned long long)checked,
-		       (unsigned long long)dropped);
+		return json_pack_file(stdout, "{s:o, s:o}", "checked", json_u64(checked), "dropped",
+		                      json_u64(dropped)) < 0 ? 1 : 0;
 	else
 		printf("checked %llu chunk files, dropped %llu that failed\n",
 		       (unsigned long long)checked, (unsigned long long)dropped);
@@ -369,7 +363,7 @@ static int cache_trim_cmd(int argc, char **argv)
 		return 1;
 	}
 	if (json)
-		printf("{\"freed_bytes\":%llu}\n", (unsigned long long)freed);
+		return json_pack_file(stdout, "{s:o}", "freed_bytes", json_u64(freed)) < 0 ? 1 : 0;
 	else
 		printf("freed %s\n", format_size(freed, a, sizeof(a)));
 	return 0;

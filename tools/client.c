@@ -49,7 +49,7 @@ char *tools_absolute_store_url(const char *url)
 	return (char *)TAKE_PTR(b.data);
 }
 
-int tools_node_settings(struct buf *req, const struct node_config *cfg)
+int tools_node_settings(json_t *req, const struct node_config *cfg)
 {
 	_cleanup_(node_config_destroy) struct node_config abs = { 0 };
 	_cleanup_free_ char *store = NULL, *cache = NULL, *images = NULL;
@@ -67,20 +67,26 @@ int tools_node_settings(struct buf *req, const struct node_config *cfg)
 	r = node_config_set(&abs, "store", store, "--store");
 	r = r ?: node_config_set(&abs, "cache", cache, "--cache");
 	r = r ?: node_config_set(&abs, "images", images, "--images");
-	r = r ?: buf_printf(req, ",\"settings\":");
-	r = r ?: node_config_json(req, &abs);
-	r = r ?: buf_printf(req, ",\"secrets\":");
-	return r ?: node_config_secrets_json(req, &abs);
+	if (r < 0)
+		return r;
+	return json_object_update_new(req, json_pack("{s:o, s:o}", "settings",
+	                              node_config_json(&abs), "secrets",
+	                              node_config_secrets_json(&abs))) < 0 ? -EINVAL : 0;
 }
 
-int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret)
+int tools_node_request_text(json_t *req, struct buf *ret)
+{
+	return json_buf_add(ret, req) ?: buf_append_zero(ret, 1);
+}
+
+int tools_node_request(const struct node_config *cfg, const char *request, json_t **ret)
 {
 	return tools_node_request_progress(cfg, request, NULL, NULL, ret);
 }
 
 int tools_node_request_progress(const struct node_config *cfg, const char *request,
-                                void (*cb)(void *ud, const struct json *progress), void *ud,
-                                struct json **ret)
+                                void (*cb)(void *ud, const json_t *progress), void *ud,
+                                json_t **ret)
 {
 	_cleanup_free_ char *log = NULL, *store = tools_absolute_store_url(cfg->store_url);
 	_cleanup_free_ char *cache = tools_absolute(cfg->cache_dir);

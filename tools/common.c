@@ -46,26 +46,6 @@ void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n)
 	};
 }
 
-void tools_json_string(FILE *f, const char *s, size_t len)
-{
-	fputc('"', f);
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", f);
-		else if (c == '\t')
-			fputs("\\t", f);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 static void dispatch_usage(FILE *f, const char *prog, const char *what,
                            const struct tools_command *cmds, size_t n, int width)
 {

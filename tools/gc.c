@@ -1,6 +1,7 @@
 /* gc.c — `lazyroot gc`: remove what sandboxes of dead launchers left behind. */
 #include <getopt.h>
 
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "sandbox/sandbox.h"
 #include "tools/tools.h"
@@ -35,18 +36,20 @@ static void usage(FILE *f)
 
 struct names {
 	bool json;
-	unsigned n;
+	json_t *removed;     /* with --json: the names, printed at the end */
 };
 
 static void print_removed(const char *name, void *ud)
 {
 	struct names *nm = ud;
 
-	if (nm->json)
-		printf("%s\"%s\"", nm->n ? "," : "", name);   /* names are [A-Za-z0-9._-] */
-	else
+	if (!nm->json)
 		printf("removed %s\n", name);
-	nm->n++;
+	else if (nm->removed &&
+	         json_array_append_new(nm->removed, json_str(name, strlen(name))) < 0) {
+		json_decref(nm->removed);
+		nm->removed = NULL;
+	}
 }
 
 int cmd_gc(int argc, char **argv)
@@ -89,16 +92,18 @@ int cmd_gc(int argc, char **argv)
 		return 1;
 	}
 	if (nm.json)
-		printf("{\"removed\":[");
+		nm.removed = json_array();
 	r = sandbox_gc(&node, print_removed, &nm, &res);
 	/* After the sandboxes: a dead launcher's slot is free only once its
 	 * record is collected and its sandbox gone. */
 	rp = sandbox_pool_gc(&node, all_pool ? 0 : SANDBOX_POOL_IDLE, &pres);
-	if (nm.json)
-		printf("],\"live\":%u,\"failed\":%u,\"pool_removed\":%u,\"pool_kept\":%u,"
-		       "\"pool_busy\":%u}\n", res.live, res.failed + pres.failed, pres.removed,
-		       pres.kept, pres.busy);
-	else if (pres.removed)
+	if (nm.json) {
+		if (json_pack_file(stdout, "{s:o, s:i, s:i, s:i, s:i, s:i}", "removed", nm.removed,
+		                   "live", (int)res.live, "failed", (int)(res.failed + pres.failed),
+		                   "pool_removed", (int)pres.removed, "pool_kept", (int)pres.kept,
+		                   "pool_busy", (int)pres.busy) < 0)
+			return 1;
+	} else if (pres.removed)
 		printf("removed %u idle pool slot%s\n", pres.removed, pres.removed == 1 ? "" : "s");
 	return r < 0 || rp < 0 ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 
 #include "chunker/chunker.h"
 #include "image/image.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "node/config.h"
 #include "lib/loop.h"
@@ -99,32 +100,33 @@ static bool is_index_name(const char *ref)
 static int image_ls(struct store *s, bool json)
 {
 	char **names = NULL;
+	json_t *list;
 	size_t n;
 	int r;
 
 	r = store_list_sync(s, "tags/", &names, &n);
 	if (r < 0)
 		return log_errno(r, "store '%s': listing tags", store_url(s));
-	if (json)
-		printf("[");
+	list = json ? json_array() : NULL;
 	for (size_t i = 0; i < n; i++) {
 		char hex[HASH_HEX_SIZE];
 		const char *ref = names[i] + 5;
 
 		if (store_resolve(s, ref, hex) < 0)
 			snprintf(hex, sizeof(hex), "?");
-		if (json) {
-			printf("%s{\"ref\":", i ? "," : "");
-			tools_json_string(stdout, ref, strlen(ref));
-			printf(",\"index\":\"%s\"}", hex);
-		} else {
+		if (!json)
 			printf("%-40s %s\n", ref, hex);
-		}
+		/* a name the store lists need not be UTF-8 (another writer's, a web
+		 * server's listing): shown with U+FFFD, the listing stays JSON */
+		else if (list && json_array_append_new(list, json_pack("{s:o, s:s}", "ref",
+		                                       json_text(ref, strlen(ref)), "index", hex)) < 0)
+			r = -EINVAL;
 	}
 	if (json)
-		printf("]\n");
+		r = r ?: json_file_add(stdout, json_incref(list));
+	json_decref(list);
 	store_names_free(names);
-	return 0;
+	return r;
 }
 
 /* ---- inspect ------------------------------------------------------------ */
@@ -168,30 +170,34 @@ static int image_inspect(struct store *s, const char *ref, bool json)
 	}
 	image_config(l.img, &cfg, &cfglen);
 	if (json) {
-		bool first = true;
+		json_t *h = json_object(), *config = NULL;
 
-		printf("{\"index\":\"%s\",\"version\":%u,\"entries\":%llu,\"inodes\":%llu,"
-		       "\"files\":%llu,\"directories\":%llu,\"symlinks\":%llu,\"other\":%llu,"
-		       "\"file_bytes\":%llu,\"chunks\":%llu,\"chunk_bytes\":%llu,\"stored_bytes\":%llu,"
-		       "\"index_bytes\":%zu,\"chunk_size_histogram\":{",
-		       l.hex, info.version, (unsigned long long)info.entries,
-		       (unsigned long long)info.inodes, (unsigned long long)types[0],
-		       (unsigned long long)types[1], (unsigned long long)types[2],
-		       (unsigned long long)types[3], (unsigned long long)info.file_bytes,
-		       (unsigned long long)info.chunks, (unsigned long long)info.data_bytes,
-		       (unsigned long long)info.stored_bytes, l.data.len);
-		for (unsigned i = 0; i < 32; i++) {
+		for (unsigned i = 0; h && i < 32; i++) {
+			char k[24];
+
 			if (!hist[i])
 				continue;
-			printf("%s\"%llu\":%llu", first ? "" : ",", 1ULL << i, (unsigned long long)hist[i]);
-			first = false;
+			snprintf(k, sizeof(k), "%llu", 1ULL << i);
+			if (json_object_set_new(h, k, json_u64(hist[i])) < 0) {
+				json_decref(h);
+				h = NULL;
+			}
 		}
-		printf("},\"config\":");
-		if (cfglen)
-			fwrite(cfg, 1, cfglen, stdout);
-		else
-			printf("null");
-		printf("}\n");
+		/* the image's config is the JSON document the build was given */
+		if (cfglen && json_parse(cfg, cfglen, &config, NULL) < 0)
+			config = json_str(cfg, cfglen);
+		r = json_pack_file(stdout, "{s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+		                   "s:o, s:o, s:o, s:o}", "index", l.hex,
+		                   "version", (json_int_t)info.version,
+		                   "entries", json_u64(info.entries), "inodes", json_u64(info.inodes),
+		                   "files", json_u64(types[0]), "directories", json_u64(types[1]),
+		                   "symlinks", json_u64(types[2]), "other", json_u64(types[3]),
+		                   "file_bytes", json_u64(info.file_bytes),
+		                   "chunks", json_u64(info.chunks),
+		                   "chunk_bytes", json_u64(info.data_bytes),
+		                   "stored_bytes", json_u64(info.stored_bytes),
+		                   "index_bytes", json_u64(l.data.len), "chunk_size_histogram", h,
+		                   "config", config ? config : json_null());
 	} else {
 		char a[32], b[32], c[32];
 
@@ -215,7 +221,7 @@ static int image_inspect(struct store *s, const char *ref, bool json)
 			printf("config       %.*s\n", (int)cfglen, cfg);
 	}
 	loaded_free(&l);
-	return 0;
+	return r;
 }
 
 /* ---- extract ------------------------------------------------------------ */
@@ -507,8 +513,8 @@ static int image_pack(struct store *s, const char *ref, bool json)
 	if (r == 0) {
 		image_get_info(l.img, &info);
 		if (json)
-			printf("{\"index\":\"%s\",\"chunks\":%llu,\"bytes\":%llu}\n", l.hex,
-			       (unsigned long long)info.chunks, (unsigned long long)bytes);
+			r = json_pack_file(stdout, "{s:s, s:o, s:o}", "index", l.hex, "chunks",
+			                   json_u64(info.chunks), "bytes", json_u64(bytes));
 		else
 			printf("packs/%s: %llu chunks, %s\n", l.hex, (unsigned long long)info.chunks,
 			       format_size(bytes, sz, sizeof(sz)));
@@ -738,12 +744,12 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 		char b[32];
 
 		if (json)
-			printf("{\"index\":\"%s\",\"chunks\":%llu,\"present\":%llu,\"sent\":%llu,"
-			       "\"bytes_sent\":%llu,\"profile\":%s,\"pack_bytes\":%llu,\"tagged\":%s,"
-			       "\"seconds\":%.3f}\n", l.hex, (unsigned long long)rep.objects,
-			       (unsigned long long)rep.present, (unsigned long long)rep.copied,
-			       (unsigned long long)rep.bytes, profile ? "true" : "false",
-			       (unsigned long long)pack_bytes, tagged ? "true" : "false", secs);
+			(void)json_pack_file(stdout, "{s:s, s:o, s:o, s:o, s:o, s:b, s:o, s:b, s:o}",
+			                     "index", l.hex, "chunks", json_u64(rep.objects),
+			                     "present", json_u64(rep.present), "sent",
+			                     json_u64(rep.copied), "bytes_sent", json_u64(rep.bytes),
+			                     "profile", profile, "pack_bytes", json_u64(pack_bytes),
+			                     "tagged", tagged, "seconds", json_fixed(secs, 3));
 		else
 			printf("%s → %s: %llu chunks, %llu sent (%s), %llu there already%s%s, %.2f s\n",
 			       ref, to, (unsigned long long)rep.objects, (unsigned long long)rep.copied,

@@ -36,15 +36,15 @@ int images_mount(const struct node_config *cfg, const char *ref, char **ret_dir,
                  char **ret_config)
 {
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	const char *dir, *config;
 	int r;
 
-	r = buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
-	r = r ?: node_json_str(&req, ref);
-	r = r ?: tools_node_settings(&req, cfg);
-	r = r ?: buf_printf(&req, "}");
-	r = r ?: buf_append_zero(&req, 1);
+	json_t *q = json_pack("{s:s, s:s}", "verb", "mount", "ref", ref);
+
+	r = q ? tools_node_settings(q, cfg) : -EINVAL;
+	r = r ?: tools_node_request_text(json_incref(q), &req);
+	json_decref(q);
 	if (r < 0)
 		return log_errno(r, "image '%s'", ref);
 	r = tools_node_request(cfg, (char *)req.data, &reply);
@@ -53,12 +53,12 @@ int images_mount(const struct node_config *cfg, const char *ref, char **ret_dir,
 	dir = json_get_cstr(reply, "mountpoint");
 	config = json_get_cstr(reply, "config");
 	if (!dir || !config) {
-		json_free(reply);
+		json_decref(reply);
 		return log_error(-EBADMSG, "image '%s': the node's answer has no mountpoint", ref);
 	}
 	*ret_dir = strdup(dir);
 	*ret_config = strdup(config);
-	json_free(reply);
+	json_decref(reply);
 	if (!*ret_dir || !*ret_config) {
 		free(*ret_dir);
 		free(*ret_config);
@@ -173,8 +173,8 @@ int images_apply_config(struct sandbox *sb, const char *root, const char *ref, c
                         size_t len)
 {
 	_cleanup_free_ char *what = NULL;
-	struct json *doc = NULL;
-	const struct json *cfg, *env;
+	json_t *doc = NULL;
+	const json_t *cfg, *env;
 	const char *wd, *user;
 	int r = 0;
 
@@ -187,10 +187,10 @@ int images_apply_config(struct sandbox *sb, const char *root, const char *ref, c
 	r = json_parse_logged(json, len, what, &doc);
 	if (r < 0)
 		return r;
-	cfg = json_get(doc, "config");
-	env = json_get(cfg, "Env");
-	for (size_t i = 0; r == 0 && i < json_len(env); i++) {
-		const char *e = json_cstr(json_at(env, i));
+	cfg = json_object_get(doc, "config");
+	env = json_object_get(cfg, "Env");
+	for (size_t i = 0; r == 0 && i < json_array_size(env); i++) {
+		const char *e = json_cstr(json_array_get(env, i));
 
 		if (!e || !strchr(e, '=') || e[0] == '=')
 			r = log_error(-EINVAL, "%s: Env entry %zu is not NAME=VALUE", what, i);
@@ -212,6 +212,6 @@ int images_apply_config(struct sandbox *sb, const char *root, const char *ref, c
 		if (r == 0)
 			r = sandbox_set(sb, "user", ids);
 	}
-	json_free(doc);
+	json_decref(doc);
 	return r;
 }

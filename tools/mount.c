@@ -133,7 +133,7 @@ int cmd_mount(int argc, char **argv)
 	struct tools_flags fl = { 0 };
 	const char *record = NULL;
 	bool suid = false, dev = false, allow_other = true;
-	struct json *reply = NULL;
+	json_t *reply = NULL, *q, *mo;
 	struct stat st;
 	int c, r = 0;
 
@@ -196,26 +196,26 @@ int cmd_mount(int argc, char **argv)
 			return 1;
 		}
 	}
-	r = buf_printf(&req, "{\"verb\":\"mount\",\"ref\":");
-	r = r ?: node_json_str(&req, argv[optind]);
-	r = r ?: buf_printf(&req, ",\"mountpoint\":");
-	r = r ?: node_json_str(&req, mnt_abs);
-	r = r ?: tools_node_settings(&req, &cfg);
-	r = r ?: buf_printf(&req, ",\"options\":{\"suid\":%s,\"dev\":%s,\"allow_other\":%s",
-	                    suid ? "true" : "false", dev ? "true" : "false",
-	                    allow_other ? "true" : "false");
-	if (record_abs) {
-		r = r ?: buf_printf(&req, ",\"record\":");
-		r = r ?: node_json_str(&req, record_abs);
-	}
-	r = r ?: buf_printf(&req, "}}");
-	r = r ?: buf_append_zero(&req, 1);
+	q = json_pack("{s:s, s:s, s:s}", "verb", "mount", "ref", argv[optind], "mountpoint",
+	              mnt_abs);
+	r = q ? tools_node_settings(q, &cfg) : -EINVAL;
+	/* (after the settings, as the node's mount record has them) */
+	mo = json_pack("{s:b, s:b, s:b}", "suid", suid, "dev", dev, "allow_other", allow_other);
+	if (r == 0 && (!mo || (record_abs && json_object_set_new(mo, "record",
+	                                                          json_str(record_abs,
+	                                                                   strlen(record_abs))))))
+		r = -EINVAL;
+	if (r == 0 && json_object_set_new(q, "options", json_incref(mo)) < 0)
+		r = -ENOMEM;
+	json_decref(mo);
+	r = r ?: tools_node_request_text(json_incref(q), &req);
+	json_decref(q);
 	if (r < 0) {
 		log_errno(r, "mount '%s'", argv[optind + 1]);
 		return 1;
 	}
 	r = tools_node_request(&cfg, (char *)req.data, &reply);
-	json_free(reply);
+	json_decref(reply);
 	if (r < 0)
 		return 1;
 	return check_mounted(mnt_abs) < 0 ? 1 : 0;
@@ -338,7 +338,7 @@ int cmd_umount(int argc, char **argv)
 	struct tools_flags fl = { 0 };
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	const char *cache_dir;
-	struct json *reply = NULL;
+	json_t *reply = NULL;
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
 	dev_t dev;
@@ -370,15 +370,14 @@ int cmd_umount(int argc, char **argv)
 		log_error(-EINVAL, "umount '%s': not a lazyroot mount", argv[optind]);
 		return 1;
 	}
-	if (buf_printf(&req, "{\"verb\":\"umount\",\"mountpoint\":") == 0 &&
-	    node_json_str(&req, mnt) == 0 && buf_printf(&req, "}") == 0 &&
-	    buf_append_zero(&req, 1) == 0 &&
+	if (tools_node_request_text(json_pack("{s:s, s:s}", "verb", "umount", "mountpoint", mnt),
+	                            &req) == 0 &&
 	    node_call(cfg.socket_path, (char *)req.data, &reply) == 0) {
 		bool ok = false, unknown = false, in_use = false;
 
-		(void)json_bool(json_get(reply, "ok"), &ok);
-		(void)json_bool(json_get(reply, "unknown"), &unknown);
-		(void)json_bool(json_get(reply, "in_use"), &in_use);
+		(void)json_bool(json_object_get(reply, "ok"), &ok);
+		(void)json_bool(json_object_get(reply, "unknown"), &unknown);
+		(void)json_bool(json_object_get(reply, "in_use"), &in_use);
 		if (ok && in_use)
 			log_msg(LOG_WARN, "umount '%s': unmounted, but still in use: the node serves "
 			        "it until its last user lets go", argv[optind]);
@@ -386,10 +385,10 @@ int cmd_umount(int argc, char **argv)
 			if (!ok)
 				log_error(-EIO, "%s", json_get_cstr(reply, "error") ?
 				          json_get_cstr(reply, "error") : "umount failed");
-			json_free(reply);
+			json_decref(reply);
 			return ok ? 0 : 1;
 		}
-		json_free(reply);
+		json_decref(reply);
 	}
 	/* Not the node's: a mount whose server is gone, or of another node. */
 	pidfd = daemon_pidfd(cache_dir, dev);

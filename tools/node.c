@@ -60,7 +60,7 @@ static void usage(FILE *f)
 
 /* ---- status, stop, upgrade ---------------------------------------------------- */
 
-static int call(const char *socket, const char *req, struct json **ret)
+static int call(const char *socket, const char *req, json_t **ret)
 {
 	int r = node_call(socket, req, ret);
 
@@ -74,8 +74,8 @@ static int call(const char *socket, const char *req, struct json **ret)
 static int status_cmd(const char *socket, bool json)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct json *j = NULL;
-	const struct json *mounts;
+	json_t *j = NULL;
+	const json_t *mounts;
 	double up = 0;
 	int64_t pid = 0, hpid = 0, tk = 0;
 	int r;
@@ -92,24 +92,24 @@ static int status_cmd(const char *socket, bool json)
 	}
 	if (call(socket, "{\"verb\":\"status\"}", &j) < 0)
 		return 1;
-	(void)json_int(json_get(j, "pid"), &pid);
-	(void)json_int(json_get(j, "holder_pid"), &hpid);
-	(void)json_int(json_get(j, "takeovers"), &tk);
-	(void)json_double(json_get(j, "uptime_s"), &up);
-	mounts = json_get(j, "mounts");
+	(void)json_int(json_object_get(j, "pid"), &pid);
+	(void)json_int(json_object_get(j, "holder_pid"), &hpid);
+	(void)json_int(json_object_get(j, "takeovers"), &tk);
+	(void)json_double(json_object_get(j, "uptime_s"), &up);
+	mounts = json_object_get(j, "mounts");
 	printf("node %s: worker pid %lld, holder pid %lld, up %.1f s, %lld takeovers, %zu mounts\n",
-	       socket, (long long)pid, (long long)hpid, up, (long long)tk, json_len(mounts));
-	if (json_len(mounts))
+	       socket, (long long)pid, (long long)hpid, up, (long long)tk, json_array_size(mounts));
+	if (json_array_size(mounts))
 		printf("%-24s %-32s %-6s %s\n", "image", "store", "open", "mountpoint");
-	for (size_t i = 0; i < json_len(mounts); i++) {
-		const struct json *m = json_at(mounts, i);
+	for (size_t i = 0; i < json_array_size(mounts); i++) {
+		const json_t *m = json_array_get(mounts, i);
 		int64_t open = 0;
 
-		(void)json_int(json_get(m, "open_files"), &open);
+		(void)json_int(json_object_get(m, "open_files"), &open);
 		printf("%-24s %-32s %-6lld %s\n", json_get_cstr(m, "image"),
 		       json_get_cstr(m, "store"), (long long)open, json_get_cstr(m, "mountpoint"));
 	}
-	json_free(j);
+	json_decref(j);
 	return 0;
 }
 
@@ -130,7 +130,7 @@ static int wait_gone(pid_t pid, int ms)
 static int stop_cmd(const char *socket)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
-	struct json *j = NULL;
+	json_t *j = NULL;
 	int64_t hpid = 0;
 	bool ok = false;
 	int r;
@@ -149,14 +149,14 @@ static int stop_cmd(const char *socket)
 	 * unmount, one still in use) */
 	if (json_get_cstr(j, "log"))
 		fputs(json_get_cstr(j, "log"), stderr);
-	if (json_bool(json_get(j, "ok"), &ok) < 0 || !ok) {
+	if (json_bool(json_object_get(j, "ok"), &ok) < 0 || !ok) {
 		log_error(-EIO, "node '%s': stop: %s", socket,
 		          json_get_cstr(j, "error") ? json_get_cstr(j, "error") : "failed");
-		json_free(j);
+		json_decref(j);
 		return 1;
 	}
-	(void)json_int(json_get(j, "holder_pid"), &hpid);
-	json_free(j);
+	(void)json_int(json_object_get(j, "holder_pid"), &hpid);
+	json_decref(j);
 	r = hpid > 0 ? wait_gone((pid_t)hpid, NODE_STOP_WAIT_MS) : 0;
 	if (r < 0) {
 		log_errno(r, "node '%s': waiting for the holder (pid %lld) to exit", socket,
@@ -170,7 +170,7 @@ static int upgrade_cmd(const char *socket, const char *binary)
 {
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_free_ char *abs = binary ? realpath(binary, NULL) : NULL;
-	struct json *j = NULL;
+	json_t *j = NULL;
 	int64_t old = 0, now = 0;
 	uint64_t deadline = now_ns() + (uint64_t)NODE_STOP_WAIT_MS * 1000000;
 	bool ok = false;
@@ -179,24 +179,23 @@ static int upgrade_cmd(const char *socket, const char *binary)
 		log_errno(-errno, "--binary '%s'", binary);
 		return 1;
 	}
-	if (buf_printf(&req, "{\"verb\":\"upgrade\"") < 0 ||
-	    (abs && (buf_printf(&req, ",\"binary\":") < 0 || node_json_str(&req, abs) < 0)) ||
-	    buf_printf(&req, "}") < 0 || buf_append_zero(&req, 1) < 0)
+	if (tools_node_request_text(json_pack("{s:s, s:s*}", "verb", "upgrade", "binary", abs),
+	                            &req) < 0)
 		return 1;
 	if (call(socket, (char *)req.data, &j) < 0)
 		return 1;
-	if (json_bool(json_get(j, "ok"), &ok) < 0 || !ok) {
+	if (json_bool(json_object_get(j, "ok"), &ok) < 0 || !ok) {
 		const char *log = json_get_cstr(j, "log");
 
 		if (log)
 			fputs(log, stderr);
 		else
 			log_error(-EIO, "node '%s': upgrade failed", socket);
-		json_free(j);
+		json_decref(j);
 		return 1;
 	}
-	(void)json_int(json_get(j, "pid"), &old);
-	json_free(j);
+	(void)json_int(json_object_get(j, "pid"), &old);
+	json_decref(j);
 	/* Each status call waits in the socket's backlog until a worker answers:
 	 * only the moment before the old worker leaves answers with its pid. */
 	while (now_ns() < deadline) {
@@ -204,8 +203,8 @@ static int upgrade_cmd(const char *socket, const char *binary)
 		if (call(socket, "{\"verb\":\"status\"}", &j) < 0)
 			return 1;
 		now = 0;
-		(void)json_int(json_get(j, "pid"), &now);
-		json_free(j);
+		(void)json_int(json_object_get(j, "pid"), &now);
+		json_decref(j);
 		if (now && now != old)
 			return 0;
 	}

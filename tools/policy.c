@@ -2,6 +2,7 @@
  * `lazyroot policy --fields`: the policy's fields. */
 #include <getopt.h>
 
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "sandbox/sandbox.h"
 #include "tools/tools.h"
@@ -62,11 +63,9 @@ int cmd_policy(int argc, char **argv)
 	if (sandbox_stage_switch(name, stage, &current) < 0)
 		return 1;
 	if (json) {
-		fputs("{\"name\":", stdout);
-		tools_json_string(stdout, name, strlen(name));
-		fputs(",\"stage\":", stdout);
-		tools_json_string(stdout, current, strlen(current));
-		fputs("}\n", stdout);
+		if (json_pack_file(stdout, "{s:o, s:o}", "name", json_str(name, strlen(name)),
+		                   "stage", json_str(current, strlen(current))) < 0)
+			return 1;
 	} else {
 		printf("%s\n", current);
 	}

@@ -19,18 +19,18 @@
 
 /* One line on stderr, redrawn as the node reports: chunks and bytes done of
  * the total, the rate and what is left to wait. */
-static void draw(void *ud, const struct json *pr)
+static void draw(void *ud, const json_t *pr)
 {
 	int64_t done = 0, chunks = 0, bytes = 0, total = 0;
 	double secs = 0, rate;
 	char a[32], b[32], eta[32] = "--";
 
 	(void)ud;
-	(void)json_int(json_get(pr, "chunks_done"), &done);
-	(void)json_int(json_get(pr, "chunks"), &chunks);
-	(void)json_int(json_get(pr, "bytes_done"), &bytes);
-	(void)json_int(json_get(pr, "bytes"), &total);
-	(void)json_double(json_get(pr, "seconds"), &secs);
+	(void)json_int(json_object_get(pr, "chunks_done"), &done);
+	(void)json_int(json_object_get(pr, "chunks"), &chunks);
+	(void)json_int(json_object_get(pr, "bytes_done"), &bytes);
+	(void)json_int(json_object_get(pr, "bytes"), &total);
+	(void)json_double(json_object_get(pr, "seconds"), &secs);
 	rate = secs > 0 ? (double)bytes / secs : 0;
 	if (rate > 0 && secs >= 1 && total >= bytes)
 		snprintf(eta, sizeof(eta), "%.0fs", (double)(total - bytes) / rate);
@@ -98,7 +98,7 @@ int cmd_cache_prefetch(int argc, char **argv)
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct tools_flags fl = { 0 };
-	struct json *reply = NULL;
+	json_t *reply = NULL, *q, *paths;
 	const char *ref;
 	bool json = false, profiled = false, noprofile = false, decode = false, noprog = false;
 	bool progress;
@@ -134,19 +134,19 @@ int cmd_cache_prefetch(int argc, char **argv)
 		return 2;
 	/* a terminal gets a progress line; a pipe or a file nothing extra */
 	progress = !noprog && !json && isatty(STDERR_FILENO);
-	r = buf_printf(&req, "{\"verb\":\"prefetch\",\"progress\":%s,\"ref\":",
-	               progress ? "true" : "false");
-	r = r ?: node_json_str(&req, ref);
-	r = r ?: tools_node_settings(&req, &cfg);
-	r = r ?: buf_printf(&req, ",\"decode\":%s,\"profiled\":%s,\"no_profile\":%s,\"paths\":[",
-	                    decode ? "true" : "false", profiled ? "true" : "false",
-	                    noprofile ? "true" : "false");
-	for (int i = optind; i < argc; i++) {
-		r = r ?: buf_printf(&req, "%s", i > optind ? "," : "");
-		r = r ?: node_json_str(&req, argv[i]);
-	}
-	r = r ?: buf_printf(&req, "]}");
-	r = r ?: buf_append_zero(&req, 1);
+	q = json_pack("{s:s, s:b, s:s}", "verb", "prefetch", "progress", progress, "ref", ref);
+	r = q ? tools_node_settings(q, &cfg) : -EINVAL;
+	paths = json_array();
+	for (int i = optind; r == 0 && i < argc; i++)
+		if (!paths || json_array_append_new(paths, json_str(argv[i], strlen(argv[i]))) < 0)
+			r = -EINVAL;
+	if (r == 0 && json_object_update_new(q, json_pack("{s:b, s:b, s:b, s:O}", "decode", decode,
+	                                     "profiled", profiled, "no_profile", noprofile,
+	                                     "paths", paths)) < 0)
+		r = -ENOMEM;
+	json_decref(paths);
+	r = r ?: tools_node_request_text(json_incref(q), &req);
+	json_decref(q);
 	if (r < 0) {
 		log_errno(r, "prefetch '%s'", ref);
 		return 1;
@@ -160,9 +160,9 @@ int cmd_cache_prefetch(int argc, char **argv)
 		char a[32];
 
 		if (r == 0) {
-			(void)json_int(json_get(reply, "chunks"), &chunks);
-			(void)json_int(json_get(reply, "bytes"), &bytes);
-			(void)json_double(json_get(reply, "seconds"), &secs);
+			(void)json_int(json_object_get(reply, "chunks"), &chunks);
+			(void)json_int(json_object_get(reply, "bytes"), &bytes);
+			(void)json_double(json_object_get(reply, "seconds"), &secs);
 			fprintf(stderr, "\r\033[K%lld/%lld chunks  %s in %.1fs\n", (long long)chunks,
 			        (long long)chunks, format_size((uint64_t)bytes, a, sizeof(a)), secs);
 		} else {
@@ -175,15 +175,16 @@ int cmd_cache_prefetch(int argc, char **argv)
 		int64_t chunks = 0, bytes = 0, failed = 0;
 		double secs = 0;
 
-		(void)json_int(json_get(reply, "chunks"), &chunks);
-		(void)json_int(json_get(reply, "bytes"), &bytes);
-		(void)json_int(json_get(reply, "failed"), &failed);
-		(void)json_double(json_get(reply, "seconds"), &secs);
-		printf("{\"index\":\"%s\",\"mode\":\"%s\",\"chunks\":%lld,\"bytes\":%lld,"
-		       "\"failed\":%lld,\"seconds\":%.3f}\n", json_get_cstr(reply, "index"),
-		       json_get_cstr(reply, "mode"), (long long)chunks, (long long)bytes,
-		       (long long)failed, secs);
+		(void)json_int(json_object_get(reply, "chunks"), &chunks);
+		(void)json_int(json_object_get(reply, "bytes"), &bytes);
+		(void)json_int(json_object_get(reply, "failed"), &failed);
+		(void)json_double(json_object_get(reply, "seconds"), &secs);
+		(void)json_pack_file(stdout, "{s:s?, s:s?, s:I, s:I, s:I, s:o}",
+		                     "index", json_get_cstr(reply, "index"),
+		                     "mode", json_get_cstr(reply, "mode"), "chunks", (json_int_t)chunks,
+		                     "bytes", (json_int_t)bytes, "failed", (json_int_t)failed,
+		                     "seconds", json_fixed(secs, 3));
 	}
-	json_free(reply);
+	json_decref(reply);
 	return 0;
 }

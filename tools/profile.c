@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "image/image.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "node/node.h"
 #include "store/store.h"
@@ -158,6 +159,7 @@ static int profile_show(struct store *s, const char *arg, bool json)
 	_cleanup_(buf_freep) struct buf ib = BUF_INIT;
 	struct image_profile *p = NULL;
 	struct image *img = NULL;
+	json_t *traces = NULL;
 	char hex[HASH_HEX_SIZE];
 	struct stat st;
 	int r;
@@ -194,7 +196,7 @@ static int profile_show(struct store *s, const char *arg, bool json)
 		}
 	}
 	if (json)
-		printf("{\"index\":\"%s\",\"traces\":[", hex);
+		traces = json_array();
 	else
 		printf("profile of index %s: %zu traces\n%6s %8s %12s\n", hex,
 		       image_profile_traces(p), "trace", "chunks", "bytes");
@@ -211,20 +213,20 @@ static int profile_show(struct store *s, const char *arg, bool json)
 				bytes += ic.size;
 		}
 		if (json) {
-			printf("%s{\"chunks\":%zu,\"bytes\":", t ? "," : "", n);
-			if (img)
-				printf("%llu}", (unsigned long long)bytes);
-			else
-				printf("null}");
+			if (traces && json_array_append_new(traces, json_pack("{s:I, s:o}", "chunks",
+			                                    (json_int_t)n, "bytes", img ?
+			                                    json_u64(bytes) : json_null())) < 0) {
+				json_decref(traces);
+				traces = NULL;
+			}
 		} else {
 			printf("%6zu %8zu %12s\n", t, n, img ? format_size(bytes, a, sizeof(a)) : "-");
 		}
 	}
-	if (json)
-		printf("]}\n");
+	r = json ? json_pack_file(stdout, "{s:s, s:o}", "index", hex, "traces", traces) : 0;
 	image_free(img);
 	image_profile_free(p);
-	return 0;
+	return r;
 }
 
 int cmd_profile(int argc, char **argv)

@@ -15,6 +15,7 @@
 
 #include "cache/cache.h"
 #include "image/image.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -95,18 +96,18 @@ struct setting {
 
 static void print_report(FILE *f, const struct sandbox_result *res)
 {
-	fputs("{\"name\":", f);
-	tools_json_string(f, res->name, strlen(res->name));
-	fprintf(f, ",\"status\":%d,\"signal\":%d,\"killed_by\":", res->status, res->signal);
-	if (res->killed_by == SANDBOX_KILL_NONE)
-		fputs("null", f);
-	else
-		fprintf(f, "\"%s\"", sandbox_kill_name(res->killed_by));
-	fprintf(f, ",\"wall_seconds\":%.6f,\"cpu_seconds\":%.6f,\"memory_peak\":%llu,"
-	        "\"output_bytes\":%llu,\"pids_limit_hit\":%s,\"uid_base\":%u,\"gid_base\":%u}\n",
-	        res->wall_seconds, res->cpu_seconds, (unsigned long long)res->memory_peak,
-	        (unsigned long long)res->output_bytes, res->pids_limit_hit ? "true" : "false",
-	        (unsigned)res->uid_base, (unsigned)res->gid_base);
+	(void)json_pack_file(f, "{s:o, s:i, s:i, s:s?, s:o, s:o, s:o, s:o, s:b, s:I, s:I}",
+	                     "name", json_str(res->name, strlen(res->name)),
+	                     "status", res->status, "signal", res->signal,
+	                     "killed_by", res->killed_by == SANDBOX_KILL_NONE ? NULL :
+	                                  sandbox_kill_name(res->killed_by),
+	                     "wall_seconds", json_fixed(res->wall_seconds, 6),
+	                     "cpu_seconds", json_fixed(res->cpu_seconds, 6),
+	                     "memory_peak", json_u64(res->memory_peak),
+	                     "output_bytes", json_u64(res->output_bytes),
+	                     "pids_limit_hit", res->pids_limit_hit,
+	                     "uid_base", (json_int_t)res->uid_base,
+	                     "gid_base", (json_int_t)res->gid_base);
 }
 
 /* One line on stderr naming the limit that ended the sandbox and its value,

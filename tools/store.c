@@ -8,6 +8,7 @@
 #include <zstd.h>
 
 #include "image/image.h"
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "node/config.h"
 #include "store/store.h"
@@ -182,24 +183,26 @@ static int store_gc_cmd(struct store *s, int64_t grace, bool dry, bool wait, uns
 	if (r < 0)
 		return r;
 	if (json) {
-		printf("{\"dry_run\":%s,\"phase_one\":%s,\"phase_two\":%s,\"waiting\":%s,"
-		       "\"phase_two_at\":%lld,\"leases_waited\":%llu,\"live\":%llu,\"live_bytes\":%llu,"
-		       "\"held\":%llu,\"held_bytes\":%llu,\"readers\":%llu,\"held_indexes\":%llu,"
-		       "\"unreachable\":%llu,\"unreachable_bytes\":%llu,\"moved\":%llu,"
-		       "\"moved_bytes\":%llu,\"restored\":%llu,\"deleted\":%llu,\"deleted_bytes\":%llu,"
-		       "\"operations\":%llu,\"requests\":%llu,\"seconds\":%.3f}\n",
-		       dry ? "true" : "false", rep.phase_one ? "true" : "false",
-		       rep.phase_two ? "true" : "false", rep.waiting ? "true" : "false",
-		       (long long)rep.phase_two_at, (unsigned long long)rep.leases_waited,
-		       (unsigned long long)rep.live, (unsigned long long)rep.live_bytes,
-		       (unsigned long long)rep.held, (unsigned long long)rep.held_bytes,
-		       (unsigned long long)rep.readers, (unsigned long long)rep.held_indexes,
-		       (unsigned long long)rep.unreachable, (unsigned long long)rep.unreachable_bytes,
-		       (unsigned long long)rep.moved, (unsigned long long)rep.moved_bytes,
-		       (unsigned long long)rep.restored, (unsigned long long)rep.deleted,
-		       (unsigned long long)rep.deleted_bytes, (unsigned long long)rep.operations,
-		       (unsigned long long)c->requests, rep.seconds);
-		return 0;
+		return json_pack_file(stdout, "{s:b, s:b, s:b, s:b, s:I, s:o, s:o, s:o, s:o, s:o, "
+		                      "s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		                      "dry_run", dry, "phase_one", rep.phase_one,
+		                      "phase_two", rep.phase_two, "waiting", rep.waiting,
+		                      "phase_two_at", (json_int_t)rep.phase_two_at,
+		                      "leases_waited", json_u64(rep.leases_waited),
+		                      "live", json_u64(rep.live), "live_bytes", json_u64(rep.live_bytes),
+		                      "held", json_u64(rep.held), "held_bytes", json_u64(rep.held_bytes),
+		                      "readers", json_u64(rep.readers),
+		                      "held_indexes", json_u64(rep.held_indexes),
+		                      "unreachable", json_u64(rep.unreachable),
+		                      "unreachable_bytes", json_u64(rep.unreachable_bytes),
+		                      "moved", json_u64(rep.moved),
+		                      "moved_bytes", json_u64(rep.moved_bytes),
+		                      "restored", json_u64(rep.restored),
+		                      "deleted", json_u64(rep.deleted),
+		                      "deleted_bytes", json_u64(rep.deleted_bytes),
+		                      "operations", json_u64(rep.operations),
+		                      "requests", json_u64(c->requests),
+		                      "seconds", json_fixed(rep.seconds, 3));
 	}
 	printf("reachable    %llu objects, %s\n", (unsigned long long)rep.live,
 	       format_size(rep.live_bytes, a, sizeof(a)));
@@ -256,7 +259,7 @@ static bool sampled(const uint8_t name[HASH_SIZE], double percent)
 }
 
 static int verify_tag(struct store *s, const char *tag, const struct store_entry *chunks,
-                      size_t nchunks, double percent, bool json, bool first, ZSTD_DCtx *dctx,
+                      size_t nchunks, double percent, json_t *report, ZSTD_DCtx *dctx,
                       unsigned *ret_bad)
 {
 	_cleanup_(buf_freep) struct buf idx = BUF_INIT, list = BUF_INIT, raw = BUF_INIT;
@@ -332,25 +335,27 @@ static int verify_tag(struct store *s, const char *tag, const struct store_entry
 report:
 	free(out);
 	image_free(img);
-	if (json) {
-		printf("%s{\"tag\":", first ? "" : ",");
-		tools_json_string(stdout, tag, strlen(tag));
-		printf(",\"index\":\"%s\",\"chunks\":%llu,\"aside\":%u,\"data_checked\":%u,"
-		       "\"problems\":%u,\"details\":[", hex, (unsigned long long)info.chunks, aside,
-		       checked, problems);
+	if (report) {
+		json_t *details = json_array();
+
 		if (list.len) {
 			/* one problem per line → JSON strings */
 			char *p = (char *)list.data, *nl;
-			bool f = true;
 
-			while (*p && (nl = strchr(p, '\n'))) {
-				printf("%s", f ? "" : ",");
-				tools_json_string(stdout, p, (size_t)(nl - p));
-				f = false;
+			while (details && *p && (nl = strchr(p, '\n'))) {
+				if (json_array_append_new(details, json_text(p, (size_t)(nl - p))) < 0) {
+					json_decref(details);
+					details = NULL;
+				}
 				p = nl + 1;
 			}
 		}
-		printf("]}");
+		if (json_array_append_new(report, json_pack("{s:o, s:s, s:o, s:i, s:i, s:i, s:o}",
+		                          "tag", json_text(tag, strlen(tag)), "index", hex,
+		                          "chunks", json_u64(info.chunks), "aside", (int)aside,
+		                          "data_checked", (int)checked, "problems", (int)problems,
+		                          "details", details)) < 0)
+			r = -ENOMEM;
 	} else {
 		printf("%-40s %s  %llu chunks", tag, *hex ? hex : "-", (unsigned long long)info.chunks);
 		if (checked)
@@ -371,6 +376,7 @@ static int store_verify_cmd(struct store *s, double percent, bool json)
 	size_t nchunks = 0, ntags = 0;
 	char **tags = NULL;
 	unsigned bad = 0;
+	json_t *out;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 	int r;
 
@@ -387,18 +393,21 @@ static int store_verify_cmd(struct store *s, double percent, bool json)
 		chunks = NULL;
 		nchunks = 0;
 	}
-	if (json)
-		printf("{\"tags\":[");
-	for (size_t i = 0; i < ntags; i++)
-		verify_tag(s, tags[i] + 5, chunks, nchunks, percent, json, i == 0, dctx, &bad);
-	if (json)
-		printf("],\"bad_tags\":%u}\n", bad);
+	out = json ? json_array() : NULL;
+	r = json && !out ? -ENOMEM : 0;
+	for (size_t i = 0; r == 0 && i < ntags; i++)
+		verify_tag(s, tags[i] + 5, chunks, nchunks, percent, out, dctx, &bad);
+	if (json && r == 0)
+		r = json_pack_file(stdout, "{s:O, s:i}", "tags", out, "bad_tags", (int)bad);
 	else if (bad)
 		printf("%u of %zu tags have problems\n", bad, ntags);
 	fflush(stdout);
+	json_decref(out);
 	store_entries_free(chunks, nchunks);
 	store_names_free(tags);
 	ZSTD_freeDCtx(dctx);
+	if (r < 0)
+		return log_errno(r, "store '%s': verify", store_url(s));
 	if (bad)
 		return log_error(-EBADMSG, "store '%s': %u of %zu tags have problems", store_url(s),
 		                 bad, ntags);

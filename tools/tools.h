@@ -105,25 +105,25 @@ int images_apply_config(struct sandbox *sb, const char *root, const char *ref, c
 /* ---- speaking to the node service (node.c) --------------------------------- */
 
 struct buf;
-struct json;
-/* Append `,"settings":{…}` to req: every setting of cfg (but the
+struct json_t;
+/* Add "settings" to the request object req: every setting of cfg (but the
  * environment-only ones, which the node takes from its own environment),
  * for the node to apply to what the request makes (a store, a cache, a mount),
- * with the command's paths made absolute. */
-int tools_node_settings(struct buf *req, const struct node_config *cfg);
+ * with the command's paths made absolute; and "secrets", the credentials of
+ * this command's environment. */
+int tools_node_settings(struct json_t *req, const struct node_config *cfg);
+/* req (its reference taken) as the text of a request, NUL-terminated, in ret. */
+int tools_node_request_text(struct json_t *req, struct buf *ret);
 /* node_request() (node/node.h) on cfg's socket, starting a node with cfg's
  * config file, store, cache and images when none answers.  Logs its errors. */
-int tools_node_request(const struct node_config *cfg, const char *request, struct json **ret);
+int tools_node_request(const struct node_config *cfg, const char *request, struct json_t **ret);
 /* tools_node_request() with the node's progress lines handed to cb as they come. */
 int tools_node_request_progress(const struct node_config *cfg, const char *request,
-                                void (*cb)(void *ud, const struct json *progress), void *ud,
-                                struct json **ret);
+                                void (*cb)(void *ud, const struct json_t *progress), void *ud,
+                                struct json_t **ret);
 /* path made absolute against the current directory (lexically); NULL: ENOMEM. */
 char *tools_absolute(const char *path);
 /* The store URL with every local member made absolute; NULL: ENOMEM. */
 char *tools_absolute_store_url(const char *url);
-
-/* Print s (len bytes) as a JSON string literal. */
-void tools_json_string(FILE *f, const char *s, size_t len);
 
 #endif

@@ -1,6 +1,9 @@
 /*
- * fuzz_json.c — libFuzzer target for the JSON parser: any input must parse
- * or be refused with -EBADMSG, and a parsed document must be walkable.
+ * fuzz_json.c — libFuzzer target for our use of jansson (lib/json.h): any
+ * input must parse or be refused with -EBADMSG; a parsed document is read
+ * the way the OCI reader and the node read theirs (typed reads of members
+ * that may have any type); and it is written again, where the text must
+ * parse and write back to the same text.
  */
 #include <stdlib.h>
 
@@ -9,33 +12,43 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void walk(const struct json *v)
+static void walk(const json_t *v, unsigned depth)
 {
-	size_t i, len;
+	const char *key;
+	json_t *m;
 	int64_t n;
 	double d;
+	bool b;
 
-	switch (json_type(v)) {
+	if (depth > JSON_MAX_DEPTH)
+		abort();
+	switch (json_typeof(v)) {
 	case JSON_OBJECT:
-		for (i = 0; i < json_len(v); i++) {
-			const char *k = json_key_at(v, i, &len);
-
-			if (!memchr(k, 0, len) && !json_get(v, k))
+		json_object_foreach ((json_t *)v, key, m) {
+			if (json_object_get(v, key) != m)
 				abort();
-			walk(json_at(v, i));
+			walk(m, depth + 1);
 		}
 		break;
 	case JSON_ARRAY:
-		for (i = 0; i < json_len(v); i++)
-			walk(json_at(v, i));
+		for (size_t i = 0; i < json_array_size(v); i++)
+			walk(json_array_get(v, i), depth + 1);
 		break;
 	case JSON_STRING:
-		if (json_string(v, &len)[len] != 0)
+		if (strlen(json_cstr(v)) != json_string_length(v))
 			abort();
 		break;
-	case JSON_NUMBER:
-		(void)json_int(v, &n);
-		if (json_double(v, &d) < 0)
+	case JSON_INTEGER:
+		if (json_int(v, &n) < 0 || json_double(v, &d) < 0)
+			abort();
+		break;
+	case JSON_REAL:
+		if (json_int(v, &n) == 0 || json_double(v, &d) < 0)
+			abort();
+		break;
+	case JSON_TRUE:
+	case JSON_FALSE:
+		if (json_bool(v, &b) < 0 || b != json_is_true(v))
 			abort();
 		break;
 	default:
@@ -43,16 +56,49 @@ static void walk(const struct json *v)
 	}
 }
 
+/* What the OCI reader and the node take of a document, on whatever came. */
+static void read_as_consumers(const json_t *v)
+{
+	const json_t *list = json_object_get(v, "manifests");
+	int64_t n;
+	bool b;
+
+	(void)json_int(json_object_get(v, "schemaVersion"), &n);
+	(void)json_get_cstr(v, "mediaType");
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		const json_t *d = json_array_get(list, i);
+
+		(void)json_get_cstr(d, "digest");
+		(void)json_int(json_object_get(d, "size"), &n);
+		(void)json_get_cstr(json_object_get(d, "platform"), "architecture");
+	}
+	(void)json_get_cstr(json_object_get(v, "config"), "digest");
+	(void)json_get_cstr(v, "op");
+	(void)json_bool(json_object_get(v, "ok"), &b);
+	(void)json_get_cstr(json_object_get(v, "settings"), "store");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	_cleanup_(buf_freep) struct buf a = BUF_INIT, b = BUF_INIT;
 	struct json_error err;
-	struct json *v = NULL;
+	json_t *v = NULL, *w = NULL;
 	int r = json_parse(data, size, &v, &err);
 
-	if (r == 0)
-		walk(v);
-	else if (r != -EBADMSG && r != -ENOMEM)
+	if (r < 0) {
+		if ((r != -EBADMSG && r != -ENOMEM) || v)
+			abort();
+		return 0;
+	}
+	walk(v, 0);
+	read_as_consumers(v);
+	/* written text parses, and writes back the same */
+	if (json_buf_add(&a, json_incref(v)) < 0)
 		abort();
-	json_free(v);
+	if (json_parse(a.data, a.len, &w, &err) < 0)
+		abort();
+	if (json_buf_add(&b, w) < 0 || a.len != b.len || memcmp(a.data, b.data, a.len))
+		abort();
+	json_decref(v);
 	return 0;
 }

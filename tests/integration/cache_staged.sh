@@ -60,7 +60,8 @@ read_all() {
 	done < <(files)
 }
 
-mount_gone() {  # CACHE INDEX: mount with no store behind it
+mount_gone() {  # CACHE INDEX: mount over an empty store (nothing of the image behind it)
+	mkdir -p "$WORK/nostore"
 	check "$LAZYROOT" mount "$2" "$mnt" --store "dir:$WORK/nostore" --cache "$1"
 }
 cleanup_add sh -c "mountpoint -q '$mnt' && umount '$mnt'"

@@ -55,7 +55,7 @@ hostname = from-policy
 env = A=1
 timeout = 0.3
 P
-check_status 137 sb_run --policy "$WORK/policy" --json="$WORK/r.json" -- sleep 600
+check_status 124 sb_run --policy "$WORK/policy" --json="$WORK/r.json" -- sleep 600
 check test "$(json_field "$WORK/r.json" killed_by)" = time
 check test "$(sb_run --policy "$WORK/policy" --hostname from-flag -- hostname)" = from-flag
 check test "$(sb_run --policy "$WORK/policy" -- /bin/sh -c 'echo $A')" = 1

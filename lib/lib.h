@@ -187,4 +187,11 @@ uint64_t now_ns(void);
  * Not for secrets. */
 uint32_t random_u32(void);
 
+/* Load the shared library soname now (RTLD_NOW, RTLD_LOCAL), or NULL (logged, naming it).
+ * It stays loaded as long as the caller keeps it: the loaders never close one in use. */
+void *dl_open(const char *soname);
+/* Store the address of name in lib (opened from soname) into slot, a function pointer's
+ * storage of the right type.  false (logged, naming soname and name) when lib lacks it. */
+bool dl_sym(void *lib, const char *soname, const char *name, void *slot);
+
 #endif

@@ -45,19 +45,13 @@ static bool loaded;
 
 static void load(void)
 {
-	void *lib = dlopen(CRYPTO_SONAME, RTLD_NOW | RTLD_LOCAL);
-	void *p;
+	void *lib = dl_open(CRYPTO_SONAME);
 
-	if (!lib) {
-		log_error(-ENOENT, "cannot load %s: %s", CRYPTO_SONAME, dlerror());
+	if (!lib)
 		return;
-	}
 #define LOAD(name)                                                                                 \
-	if (!(p = dlsym(lib, #name))) {                                                            \
-		log_error(-ENOENT, "%s: no symbol '%s'", CRYPTO_SONAME, #name);                    \
-		return;                                                                            \
-	}                                                                                          \
-	memcpy(&api.name, &p, sizeof(p));
+	if (!dl_sym(lib, CRYPTO_SONAME, #name, &api.name))                                         \
+		return;
 	CRYPTO_FUNCS(LOAD)
 #undef LOAD
 	api.md = api.EVP_MD_fetch(NULL, "SHA256", NULL);

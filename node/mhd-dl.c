@@ -65,32 +65,18 @@ static struct {
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static bool loaded;
 
-static bool sym(void *lib, const char *name, void *slot)
-{
-	void *p = dlsym(lib, name);
-
-	if (!p) {
-		log_error(-ENOENT, "%s: no symbol '%s'", MHD_SONAME, name);
-		return false;
-	}
-	memcpy(slot, &p, sizeof(p));
-	return true;
-}
-
 static void load(void)
 {
-	void *lib = dlopen(MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+	void *lib = dl_open(MHD_SONAME);
 	bool ok = lib != NULL;
 
-	if (!lib) {
-		log_error(-ENOENT, "cannot load %s: %s", MHD_SONAME, dlerror());
+	if (!lib)
 		return;
-	}
-#define LOAD(ret, name, params, args, fail) ok = ok && sym(lib, #name, &api.name);
+#define LOAD(ret, name, params, args, fail) ok = ok && dl_sym(lib, MHD_SONAME, #name, &api.name);
 	MHD_FUNCS(LOAD)
 #undef LOAD
-	ok = ok && sym(lib, "MHD_start_daemon_va", &api.MHD_start_daemon_va) &&
-	     sym(lib, "MHD_get_daemon_info", &api.MHD_get_daemon_info);
+	ok = ok && dl_sym(lib, MHD_SONAME, "MHD_start_daemon_va", &api.MHD_start_daemon_va) &&
+	     dl_sym(lib, MHD_SONAME, "MHD_get_daemon_info", &api.MHD_get_daemon_info);
 	if (!ok) {
 		dlclose(lib);
 		return;

@@ -64,33 +64,19 @@ static struct {
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static bool loaded;
 
-static bool sym(void *lib, const char *name, void *slot)
-{
-	void *p = dlsym(lib, name);
-
-	if (!p) {
-		log_error(-ENOENT, "%s: no symbol '%s'", CURL_SONAME, name);
-		return false;
-	}
-	memcpy(slot, &p, sizeof(p));
-	return true;
-}
-
 static void load(void)
 {
-	void *lib = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+	void *lib = dl_open(CURL_SONAME);
 	bool ok = lib != NULL;
 
-	if (!lib) {
-		log_error(-ENOENT, "cannot load %s: %s", CURL_SONAME, dlerror());
+	if (!lib)
 		return;
-	}
-#define LOAD(ret, name, params, args, fail) ok = ok && sym(lib, #name, &api.name);
+#define LOAD(ret, name, params, args, fail) ok = ok && dl_sym(lib, CURL_SONAME, #name, &api.name);
 	CURL_FUNCS(LOAD)
 #undef LOAD
-	ok = ok && sym(lib, "curl_easy_setopt", &api.curl_easy_setopt) &&
-	     sym(lib, "curl_easy_getinfo", &api.curl_easy_getinfo) &&
-	     sym(lib, "curl_multi_setopt", &api.curl_multi_setopt);
+	ok = ok && dl_sym(lib, CURL_SONAME, "curl_easy_setopt", &api.curl_easy_setopt) &&
+	     dl_sym(lib, CURL_SONAME, "curl_easy_getinfo", &api.curl_easy_getinfo) &&
+	     dl_sym(lib, CURL_SONAME, "curl_multi_setopt", &api.curl_multi_setopt);
 	if (!ok) {
 		dlclose(lib);
 		return;

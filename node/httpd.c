@@ -112,6 +112,9 @@ static void rearm(struct node_httpd *h)
 	}
 }
 
+/* The format comes from libmicrohttpd itself; the attribute lets the
+ * compiler treat the forwarding as the printf-style call it is. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct node_httpd *h = cls;

@@ -425,6 +425,11 @@ static void run_steps(const struct init_step *steps, size_t n, struct init *in)
 			_exit(SETUP_FAILED);
 }
 
+static void init_sigchld(int sig)
+{
+	(void)sig;
+}
+
 /* The command's stack while it shares the init's memory (until its exec). */
 static char cmd_stack[128 * 1024] __attribute__((aligned(64)));
 
@@ -437,6 +442,39 @@ static int command_entry(void *arg)
 	_exit(SETUP_FAILED);   /* not reached: step_exec does not return */
 }
 
+/* A keeper's init runs no command: it holds the sandbox's namespaces and,
+ * as pid 1, reaps what execs leave behind, until the keeper kills it or
+ * dies (its end of the socket closes).  SIGCHLD stays blocked except inside
+ * ppoll, so that a child that ends between the reaping and the wait wakes
+ * the wait instead of being missed. */
+static __attribute__((noreturn)) void idle_init(struct child_ctx *c)
+{
+	sigset_t chld, none;
+
+	caps_drop_all();
+	if (c->sock != 3) {
+		dup2(c->sock, 3);
+		c->sock = 3;
+	}
+	syscall(SYS_close_range, 0, 2, 0);
+	syscall(SYS_close_range, 4, ~0u, 0);
+	malloc_trim(0);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigemptyset(&none);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	/* a handler, so that SIGCHLD interrupts ppoll (ignored, it would not) */
+	signal(SIGCHLD, init_sigchld);
+	for (;;) {
+		struct pollfd p = { c->sock, POLLRDHUP, 0 };
+
+		while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+			;
+		if (ppoll(&p, 1, NULL, &none) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			_exit(0);
+	}
+}
+
 void init_main(struct child_ctx *c)
 {
 	struct init in = { .c = c, .sb = c->sb };
@@ -444,6 +482,10 @@ void init_main(struct child_ctx *c)
 	int st = 0;
 
 	run_steps(init_steps, ARRAY_SIZE(init_steps), &in);
+	if (!c->argv) {
+		free(in.fds);
+		idle_init(c);
+	}
 	/* The command shares the init's memory until it execs (the init waits
 	 * meanwhile, CLONE_VFORK): no page tables to copy, no copy-on-write
 	 * faults, for a process that execs at once. */

@@ -25,6 +25,7 @@
 #ifndef LAZYROOT_SANDBOX_LAUNCH_INTERNAL_H
 #define LAZYROOT_SANDBOX_LAUNCH_INTERNAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -148,6 +149,56 @@ void kill_sandbox(struct watch *w, enum sandbox_kill why);
 /* Watch the running sandbox until its init is gone, then drain its pipes. */
 void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int sigfd, uint64_t start);
 void close_fd(int *fd);
+
+/* ---- one launch, and the keeper's seam (launch.c) --------------------------- */
+
+#define LAUNCH_MAX_STEPS 32
+
+/* One launch: what the host's steps make, and the undos take back. */
+struct launch {
+	struct sandbox *sb;
+	char *const *argv;                /* NULL: the init runs no command (a keeper's) */
+	struct sandbox_result *ret;
+	char name[96];
+	sigset_t old_mask;
+	bool masked;
+	int sigfd;
+	int out[2], err[2], sp[2], in;    /* the sandbox's ends go to the init at the clone */
+	struct watch w;
+	struct id_slot ids;
+	struct lent_bind *lent;           /* one per bind; fd -1 unless lent */
+	struct launch_record rec;
+	struct cgroup_slot cslot;
+	struct sandbox_cgroups cg;
+	bool cg_held;                     /* cg names directories of the sandbox's (own or pooled) */
+	bool cg_left;                     /* some could not be removed: the record stays for gc */
+	struct netns_slot nslot;
+	int cgfd;                         /* the cgroup2 directory, for CLONE_INTO_CGROUP */
+	int cg_tasks[CG_COUNT];
+	uint64_t start;
+	pid_t pid;                        /* the init; 0 once reaped */
+	int pidfd;
+	struct net_state net;
+	size_t undo[LAUNCH_MAX_STEPS];    /* rows of the steps run that have an undo, in order */
+	size_t n_undo;
+};
+
+/* Ready l for a launch of sb: argv as sandbox_run takes it, or NULL for a
+ * sandbox whose init runs no command and only reaps (a keeper's,
+ * sandbox/keeper.c); ret is filled by the watch and may be a scratch one. */
+void launch_init(struct launch *l, struct sandbox *sb, char *const *argv,
+                 struct sandbox_result *ret);
+/* Run the host's steps before the watch, each undo pushed before its step
+ * runs; on failure the stack is unwound (nothing left) and -errno returned.
+ * On success the init runs its own steps meanwhile: launch_wait_ready says
+ * when it is done. */
+int launch_open(struct launch *l);
+/* Wait until the init of an opened launch said it is ready (0), or ended
+ * before (-EIO, logged; it said why on stderr). */
+int launch_wait_ready(struct launch *l);
+/* Kill the init if it still runs, reap it, and unwind the stack: what a
+ * finished launch leaves, nothing.  Safe after a failed launch_open. */
+void launch_close(struct launch *l);
 
 /* ---- writable binds lent to the sandbox (binds.c) -------------------------- */
 

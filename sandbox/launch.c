@@ -50,33 +50,6 @@
 #include "lib/lib.h"
 #include "sandbox/launch-internal.h"
 
-/* One launch: what the host's steps make, and the undos take back. */
-struct launch {
-	struct sandbox *sb;
-	char *const *argv;
-	struct sandbox_result *ret;
-	char name[96];
-	sigset_t old_mask;
-	bool masked;
-	int sigfd;
-	int out[2], err[2], sp[2], in;    /* the sandbox's ends go to the init at the clone */
-	struct watch w;
-	struct id_slot ids;
-	struct lent_bind *lent;           /* one per bind; fd -1 unless lent */
-	struct launch_record rec;
-	struct cgroup_slot cslot;
-	struct sandbox_cgroups cg;
-	bool cg_held;                     /* cg names directories of the sandbox's (own or pooled) */
-	bool cg_left;                     /* some could not be removed: the record stays for gc */
-	struct netns_slot nslot;
-	int cgfd;                         /* the cgroup2 directory, for CLONE_INTO_CGROUP */
-	int cg_tasks[CG_COUNT];
-	uint64_t start;
-	pid_t pid;                        /* the init; 0 once reaped */
-	int pidfd;
-	struct net_state net;
-};
-
 static int write_map(pid_t pid, const char *file, uint32_t base)
 {
 	char path[64], map[64];
@@ -201,7 +174,7 @@ static int step_check(struct launch *l)
 {
 	struct sandbox *sb = l->sb;
 
-	if (!l->argv || !l->argv[0])
+	if (l->argv && !l->argv[0])
 		return log_error(-EINVAL, "run: no command");
 	if (!sb->rootfs)
 		return log_error(-EINVAL, "run: no rootfs");
@@ -693,27 +666,26 @@ static const struct host_step host_steps[] = {
 	H("watch", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_watch, NULL),
 };
 
-/* Run every step in order, each undo pushed before its step runs; unwind
- * the stack on the first failure, and once the last step is over. */
-static int plan_run(struct launch *l)
+/* Run the steps of rows [from, to) in order, each undo pushed before its
+ * step runs; unwind the whole stack on the first failure. */
+static int plan_run(struct launch *l, size_t from, size_t to)
 {
-	const struct host_step *stack[ARRAY_SIZE(host_steps)];
-	size_t n = 0;
 	int r = 0;
 
-	for (size_t i = 0; i < ARRAY_SIZE(host_steps) && r == 0; i++) {
+	for (size_t i = from; i < to && r == 0; i++) {
 		if (host_steps[i].undo)
-			stack[n++] = &host_steps[i];
+			l->undo[l->n_undo++] = i;
 		r = host_steps[i].run(l);
 	}
-	while (n > 0)
-		stack[--n]->undo(l);
+	if (r < 0)
+		launch_close(l);
 	return r;
 }
 
-int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret)
+void launch_init(struct launch *l, struct sandbox *sb, char *const *argv,
+                 struct sandbox_result *ret)
 {
-	struct launch l = {
+	*l = (struct launch){
 		.sb = sb, .argv = argv, .ret = ret, .sigfd = -1,
 		.out = { -1, -1 }, .err = { -1, -1 }, .sp = { -1, -1 }, .in = -1,
 		.w = { .sb = sb, .pidfd = -1,
@@ -722,13 +694,56 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
 		.nslot = NETNS_SLOT_INIT, .cgfd = -1, .cg_tasks = { -1, -1, -1, -1 },
 		.pidfd = -1, .net = NET_STATE_INIT,
 	};
-
 	memset(ret, 0, sizeof(*ret));
 	ret->time_limit = sb->timeout;
 	ret->memory_limit = sb->memory;
 	ret->output_limit = sb->output;
 	ret->pids_limit = sb->pids;
-	return plan_run(&l);
+}
+
+/* The watch is the last row: the keeper's loop takes its place. */
+int launch_open(struct launch *l)
+{
+	_Static_assert(ARRAY_SIZE(host_steps) <= LAUNCH_MAX_STEPS, "undo stack too small");
+	return plan_run(l, 0, ARRAY_SIZE(host_steps) - 1);
+}
+
+int launch_wait_ready(struct launch *l)
+{
+	struct pollfd p[2] = { { l->sp[0], POLLIN, 0 }, { l->pidfd, POLLIN, 0 } };
+	struct msg m;
+	int wst = 0;
+
+	for (;;) {
+		if (recv(l->sp[0], &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m) &&
+		    m.type == MSG_READY)
+			return 0;
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return log_errno(-errno, "run: wait for the sandbox");
+		if ((p[1].revents & POLLIN) && !(p[0].revents & POLLIN))
+			break;
+	}
+	reap_init(l, &wst, NULL);
+	return log_error(-EIO, "run: sandbox setup failed (init exit %d)",
+	                 WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst));
+}
+
+void launch_close(struct launch *l)
+{
+	while (l->n_undo > 0)
+		host_steps[l->undo[--l->n_undo]].undo(l);
+}
+
+int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *ret)
+{
+	struct launch l;
+	int r;
+
+	launch_init(&l, sb, argv, ret);
+	r = plan_run(&l, 0, ARRAY_SIZE(host_steps));
+	if (r == 0)
+		launch_close(&l);
+	return r;
 }
 
 /* ---- the plan as data ------------------------------------------------------ */

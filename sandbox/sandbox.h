@@ -70,6 +70,7 @@ void sandbox_free(struct sandbox *sb);
 struct sandbox_node {
 	const char *pool_dir;     /* pooled namespaces and slots; NULL: /run/lazyroot/pool */
 	const char *record_dir;   /* launcher records; NULL: /run/lazyroot/launchers */
+	const char *service_dir;  /* the sandbox service's state (service.h); NULL: /run/lazyroot/service */
 	bool no_pool;             /* pool nothing, whatever the policy's pool field says */
 };
 /* Use n (copied; its strings borrowed) for sb's records and pools. */

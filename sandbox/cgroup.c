@@ -13,6 +13,7 @@
  * gets a cgroup2 directory too when cgroup2 is mounted: it counts CPU time
  * whatever the controllers, and it is where BPF programs attach.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -650,8 +651,47 @@ static void kill_members(const char *path)
 	}
 }
 
+/* A sandbox's cgroup2 directory holds one of each exec's (the sandbox
+ * service's, sandbox/keeper.c): they go first, as rmdir refuses a parent
+ * with children.  Depth is bounded by the callers' names (two levels). */
+static void remove_children(const char *path, bool kill_first, int depth)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0 || depth > 4)
+		return;
+	d = fdopendir(fd);
+	if (!d)
+		return;
+	fd = -1;
+	while ((e = readdir(d))) {
+		char sub[PATH_MAX];
+
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		remove_children(sub, kill_first, depth + 1);
+		if (kill_first)
+			kill_members(sub);
+		for (int tries = 0; rmdir(sub) < 0 && errno == EBUSY && tries < 500; tries++)
+			nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
+	}
+	closedir(d);
+}
+
+void cgroups_usage(const struct sandbox_cgroups *cg, uint64_t *ret_memory, uint64_t *ret_pids)
+{
+	*ret_memory = cg->path[CG_MEMORY] ?
+	              read_number(cg->path[CG_MEMORY], cg->v2[CG_MEMORY] ? "memory.current" :
+	                          "memory.usage_in_bytes") : 0;
+	*ret_pids = cg->path[CG_PIDS] ? read_number(cg->path[CG_PIDS], "pids.current") : 0;
+}
+
 int cgroup_remove(const char *path, bool kill_first)
 {
+	remove_children(path, kill_first, 0);
 	if (kill_first)
 		kill_members(path);
 	/* The last process may still be leaving the cgroup for a moment after it

@@ -667,17 +667,13 @@ static char *trim(char *s)
 	return s;
 }
 
-int sandbox_load_policy(struct sandbox *sb, const char *path)
+int sandbox_load_policy_text(struct sandbox *sb, char *text, const char *what)
 {
-	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	char *line, *next;
 	unsigned lineno = 0;
 	int r;
 
-	r = read_file(path, 1 << 20, &b);
-	if (r < 0)
-		return log_errno(r, "policy '%s'", path);
-	for (line = (char *)b.data; line; line = next) {
+	for (line = text; line; line = next) {
 		char *eq, *key, *value;
 
 		next = strchr(line, '\n');
@@ -689,19 +685,33 @@ int sandbox_load_policy(struct sandbox *sb, const char *path)
 			continue;
 		eq = strchr(line, '=');
 		if (!eq)
-			return log_error(-EINVAL, "policy '%s' line %u: want 'key = value'", path, lineno);
+			return log_error(-EINVAL, "%s line %u: want 'key = value'", what, lineno);
 		*eq = '\0';
 		key = trim(line);
 		value = trim(eq + 1);
 		r = set_field(sb, key, value);
 		if (r == -ENOENT)
-			return log_error(-EINVAL, "policy '%s' line %u: unknown field '%s'", path, lineno, key);
+			return log_error(-EINVAL, "%s line %u: unknown field '%s'", what, lineno, key);
 		if (r < 0)
 			return log_error(r == -ENOMEM ? r : -EINVAL,
-			                 "policy '%s' line %u: %s = '%s': not a valid value", path, lineno,
+			                 "%s line %u: %s = '%s': not a valid value", what, lineno,
 			                 key, value);
 	}
 	return 0;
+}
+
+int sandbox_load_policy(struct sandbox *sb, const char *path)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	_cleanup_free_ char *what = NULL;
+	int r;
+
+	r = read_file(path, 1 << 20, &b);
+	if (r < 0)
+		return log_errno(r, "policy '%s'", path);
+	if (asprintf(&what, "policy '%s'", path) < 0)
+		return -ENOMEM;
+	return sandbox_load_policy_text(sb, (char *)b.data, what);
 }
 
 const char *sandbox_kill_name(enum sandbox_kill k)

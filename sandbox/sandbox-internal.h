@@ -191,6 +191,8 @@ void cgroups_watch_open(const struct sandbox_cgroups *cg, bool want_pids,
 /* Consume what made fd[i] ready, so that the next poll waits again. */
 void cgroups_watch_ack(struct cgroups_watch *w, int i);
 void cgroups_watch_close(struct cgroups_watch *w);
+/* Memory charged and processes now (0 where the set has no such cgroup). */
+void cgroups_usage(const struct sandbox_cgroups *cg, uint64_t *ret_memory, uint64_t *ret_pids);
 /* CPU time in seconds, or a negative value when no hierarchy counts it. */
 double cgroups_cpu_seconds(const struct sandbox_cgroups *cg);
 /* Remove every directory (they must be empty of processes); frees paths.

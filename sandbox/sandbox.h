@@ -84,6 +84,9 @@ int sandbox_set(struct sandbox *sb, const char *key, const char *value);
 /* Apply a policy file: "key = value" lines, '#' comments, blank lines.
  * Errors name the file and line. */
 int sandbox_load_policy(struct sandbox *sb, const char *path);
+/* The same from a policy file's text, changed in place (NUL-terminated);
+ * errors name what ("policy 'FILE'") and the line. */
+int sandbox_load_policy_text(struct sandbox *sb, char *text, const char *what);
 
 /* The policy's fields, one row each as sandbox/POLICY.md documents them: the
  * i-th field's key (stage.NAME.allow and stage.NAME.hide stand for any stage

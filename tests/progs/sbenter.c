@@ -125,7 +125,7 @@ static void find_cgroups(pid_t init, struct cgroups *cg)
 	}
 }
 
-static void remove_cgroup(const char *dir)
+static void remove_cgroup_kill(const char *dir)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -138,8 +138,22 @@ static void remove_cgroup(const char *dir)
 		(void)!write(fd, "1", 1);
 		close(fd);
 	}
+}
+
+static void remove_cgroup(const char *dir)
+{
+	if (!dir[0])
+		return;
+	remove_cgroup_kill(dir);
 	for (int i = 0; i < 500 && rmdir(dir) < 0 && errno == EBUSY; i++)
 		nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = sig;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -232,6 +246,9 @@ int main(int argc, char **argv)
 		exit(125);
 	req.sb = sb;
 
+	sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_signal }, NULL);
+	sigaction(SIGINT, &(struct sigaction){ .sa_handler = on_signal }, NULL);
+	sigaction(SIGHUP, &(struct sigaction){ .sa_handler = on_signal }, NULL);
 	init = find_init(name);
 	req.init_pidfd = (int)syscall(SYS_pidfd_open, init, 0);
 	if (req.init_pidfd < 0)
@@ -264,7 +281,7 @@ int main(int argc, char **argv)
 			pid_t pid;
 			int pidfd;
 
-			if (sandbox_enter(&req, &pid, &pidfd) < 0) {
+			if (stop || sandbox_enter(&req, &pid, &pidfd) < 0) {
 				status = 125;
 				break;
 			}
@@ -275,8 +292,11 @@ int main(int argc, char **argv)
 				if (!f || fprintf(f, "%d\n", (int)pid) < 0 || fclose(f) != 0)
 					die("--pid-file '%s': %s", pid_file, strerror(errno));
 			}
+			/* SIGTERM, SIGINT, SIGHUP: end the exec's whole cgroup, then
+			 * clean up as ever */
 			while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
-				;
+				if (stop)
+					remove_cgroup_kill(cg.v2);
 			t_exit[k] = now() - t0;
 			close(pidfd);
 			status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;

@@ -1,0 +1,145 @@
+#!/bin/bash
+# An exec into a running sandbox (sandbox_enter, driven by tests/progs/sbenter) gets the
+# confinement of the sandbox's own command, compared item by item:
+#   - seen from the host: every namespace (/proc/PID/ns/*), ids, capabilities, no_new_privs,
+#     seccomp (/proc/PID/status), rlimits (/proc/PID/limits), v1 cgroups equal and the cgroup2
+#     directory at or beneath the command's, the same root;
+#   - seen from inside (tests/lib/probe.py): the same, plus a path the policy hides, a port
+#     Landlock refuses (tcp_connect), a port the cgroup BPF allowlist refuses and the one it
+#     allows; and after a stage switch, a new exec is refused what the stage drops.
+# Then the attacks of tests/sandbox run through an exec as they do through `run`, an exec's cwd
+# cannot lead out of the sandbox's root (/proc/self/fd/N of a host descriptor, ../.., a symlink
+# out), and bad requests get one clear error. Nothing is left behind.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/sandbox.sh"
+. "$(dirname "$0")/../lib/netsb.sh"
+workdir
+SBENTER=${LAZYROOT_BUILD:-$REPO/build}/tests/progs/sbenter
+[ -x "$SBENTER" ] || fail "$SBENTER is missing: make tests-build"
+
+serve allowed 0.0.0.0
+serve other 0.0.0.0
+refused=$(free_port)
+mkdir "$WORK/probe"
+cp "$REPO/tests/lib/probe.py" "$WORK/probe/"
+cat >"$WORK/policy" <<EOP
+user = 1000:1000
+nofile = 777
+hide = /etc/hostname
+tcp_connect = $allowed,$other
+bind = $WORK/probe:/probe
+stage.open.allow = host:$allowed
+stage.closed.allow =
+stage.closed.hide = /etc/issue
+EOP
+probe=(python3 /probe/probe.py "$allowed" "$other" "$refused" -- /etc/hostname /etc/passwd /etc/issue)
+
+# The sandbox's command answers each line on its stdin with the probe's report and "done".
+sb_start enter --policy "$WORK/policy" -- sh -c 'echo ready; while read -r x; do "$@"; echo done; done' \
+	sh "${probe[@]}"
+name=$SB_LAST
+enter=("$SBENTER" --policy "$WORK/policy" --set "uid_base=$SB_UID_BASE" --set "bind=$ATTACK_DIR:/lr")
+init=$(sed -n 's/^init //p' "$SB_RECORDS/$name")
+cmd=$(cat "/proc/$init/task/$init/children")
+cmd=${cmd%% *}
+check test -n "$cmd"
+
+ask_probe() {
+	local line
+	echo probe >&8
+	while IFS= read -r line <&7; do
+		[ "$line" = done ] && return 0
+		echo "$line"
+	done
+}
+
+# What the host sees of pid's confinement; its cgroup2 path apart, on the last line.
+host_view() {
+	local pid=$1 f
+	for f in /proc/"$pid"/ns/*; do echo "ns ${f##*/} $(readlink "$f")"; done
+	grep -E '^(Uid|Gid|Groups|Cap[A-Za-z]+|NoNewPrivs|Seccomp|Seccomp_filters):' "/proc/$pid/status"
+	cat "/proc/$pid/limits"
+	grep -v '^0::' "/proc/$pid/cgroup"
+	echo "root $(stat -L -c %d:%i "/proc/$pid/root")"
+	sed -n 's/^0:://p' "/proc/$pid/cgroup"
+}
+
+# --- from the host: an exec's process against the command's
+mkfifo "$WORK/pid"
+"${enter[@]}" --pid-file "$WORK/pid" "$name" -- sleep 600 &
+sbenter_pid=$!
+cleanup_add kill "$sbenter_pid"
+read -r exec_pid <"$WORK/pid"
+host_view "$cmd" >"$WORK/host.cmd"
+host_view "$exec_pid" >"$WORK/host.exec"
+check diff <(head -n -1 "$WORK/host.cmd") <(head -n -1 "$WORK/host.exec")
+cmd_v2=$(tail -n 1 "$WORK/host.cmd")
+exec_v2=$(tail -n 1 "$WORK/host.exec")
+check test "${exec_v2#"$cmd_v2"/}" != "$exec_v2"
+check grep -q 'NoNewPrivs:.1' "$WORK/host.exec"
+check grep -q 'Seccomp:.2' "$WORK/host.exec"
+check grep -q "Max open files *777 *777" "$WORK/host.exec"
+check grep -qE "^Uid:.$((SB_UID_BASE + 1000))\b" "$WORK/host.exec"
+kill "$exec_pid"
+check_status 143 wait "$sbenter_pid"
+
+# --- from inside
+ask_probe >"$WORK/in.cmd"
+check_status 0 "${enter[@]}" "$name" -- "${probe[@]}" >"$WORK/in.exec"
+check diff "$WORK/in.cmd" "$WORK/in.exec"
+check grep -qx "connect $allowed ok" "$WORK/in.exec"
+check grep -qx "connect $other EPERM" "$WORK/in.exec"
+check grep -qx "connect $refused EACCES" "$WORK/in.exec"
+check grep -qx "read /etc/hostname EACCES" "$WORK/in.exec"
+check grep -qx "read /etc/passwd read" "$WORK/in.exec"
+check grep -qx "read /etc/issue read" "$WORK/in.exec"
+check grep -q "^status Uid 1000 1000 1000 1000" "$WORK/in.exec"
+
+# --- the attacks, through an exec as through `run` (both at the starting stage)
+attacks=("syscalls" "allowlist" "ioctls" "write-proc-sys" "netns" "sockets all"
+	"host-files /etc/shadow $REPO/Makefile"
+	"reach ok:gw:$allowed gw:$other fail:127.0.0.1:$allowed noread:/etc/hostname read:/etc/passwd")
+for a in "${attacks[@]}"; do
+	# shellcheck disable=SC2086
+	check "${enter[@]}" "$name" -- /lr/attack "$HOST_PIDNS" $a
+	# shellcheck disable=SC2086
+	check attack --policy "$WORK/policy" -- $a
+done
+
+# A stage switch holds for the execs after it: the allowed port refused, /etc/issue hidden.
+check test "$("$LAZYROOT" policy "$name" --stage closed)" = closed
+check_status 0 "${enter[@]}" "$name" -- "${probe[@]}" >"$WORK/in.closed"
+check grep -qx "connect $allowed EPERM" "$WORK/in.closed"
+check grep -qx "read /etc/issue EACCES" "$WORK/in.closed"
+ask_probe >"$WORK/in.cmd.closed"
+check diff "$WORK/in.cmd.closed" "$WORK/in.closed"
+# An exec's Landlock domain is its own: the command (pid 2) is out of its reach, as the host is.
+check "${enter[@]}" "$name" -- /lr/attack "$HOST_PIDNS" reach gw:$allowed noread:/etc/issue kill:2 abstract:nosuch
+
+# --- the request's overrides, and its cwd kept inside the sandbox's root
+check test "$("${enter[@]}" --user 0 --env FOO=bar --cwd /tmp "$name" -- sh -c 'echo $(id -u) $FOO $HOME $(pwd)')" = "0 bar /root /tmp"
+check test "$("${enter[@]}" --cwd /../../.. "$name" -- pwd)" = /
+check_status 0 "${enter[@]}" --user 0 "$name" -- ln -s /../../../../.. /tmp/out
+check test "$("${enter[@]}" --cwd /tmp/out "$name" -- sh -c 'stat -c %i .; stat -c %i /')" = "$(printf '%s\n' "$(stat -L -c %i "/proc/$cmd/root")" "$(stat -L -c %i "/proc/$cmd/root")")"
+check_status 0 "${enter[@]}" --user 0 "$name" -- ln -s /proc/1/root /tmp/init-root
+# a symlink to a magic link (/proc/1/root) is refused with the magic link
+check_status 125 "${enter[@]}" --cwd /tmp/init-root "$name" -- true 2>"$WORK/err"
+check grep -q "workdir '/tmp/init-root'" "$WORK/err"
+for fd in 3 4 5 6 7 8 9 10; do
+	check_status 125 "${enter[@]}" --cwd "/proc/self/fd/$fd" "$name" -- true 2>"$WORK/err"
+	check grep -q "workdir '/proc/self/fd/$fd'" "$WORK/err"
+done
+check_status 125 "${enter[@]}" --cwd relative "$name" -- true 2>"$WORK/err"
+check grep -q "cwd 'relative' is not absolute" "$WORK/err"
+check_status 125 "${enter[@]}" --user nobody "$name" -- true 2>"$WORK/err"
+check grep -q "bad user 'nobody'" "$WORK/err"
+check_status 127 "${enter[@]}" "$name" -- /no/such/program
+check_status 125 "${enter[@]}" "$name-none" -- true
+
+# Only stdio reaches the exec: no descriptor above 2.
+check test "$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')" = "0 1 2 3 "
+
+sb_stop
+check test "$SB_RC" = 0
+check sb_no_leftovers
+check test -z "$(find /sys/fs/cgroup -maxdepth 8 -type d -name 'sbenter-*' 2>/dev/null)"

@@ -42,6 +42,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio_ext.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -596,6 +597,11 @@ int enter_stdio(struct enter *e)
 			return -errno;
 		close(fds[i]);
 	}
+	/* What the caller had buffered but not written is the caller's: a fn's
+	 * output flushed at its end must not carry it into the exec's. */
+	__fpurge(stdin);
+	__fpurge(stdout);
+	__fpurge(stderr);
 	return 0;
 }
 

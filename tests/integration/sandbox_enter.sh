@@ -136,6 +136,17 @@ check grep -q "bad user 'nobody'" "$WORK/err"
 check_status 127 "${enter[@]}" "$name" -- /no/such/program
 check_status 125 "${enter[@]}" "$name-none" -- true
 
+# A function run in the confined process instead of a program (file transfers): confined
+# alike, its output its own (nothing the caller had buffered), its value the exit status.
+check_status 7 "${enter[@]}" --fn --cwd /tmp "$name" -- none >"$WORK/fn"
+check grep -qE "^Uid:.1000\b" "$WORK/fn"
+check grep -qE "^NoNewPrivs:.1" "$WORK/fn"
+check grep -qE "^Seccomp:.2" "$WORK/fn"
+check grep -qE "^CapEff:.0+$" "$WORK/fn"
+check grep -qx "cwd /tmp" "$WORK/fn"
+check test "$(grep -c "caller's own buffered line" "$WORK/fn")" = 1
+check test "$(wc -l <"$WORK/fn")" = 6
+
 # Only stdio reaches the exec: no descriptor above 2.
 check test "$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')" = "0 1 2 3 "
 

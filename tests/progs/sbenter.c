@@ -9,6 +9,11 @@
  *     --pid-file FILE                  the new process's host pid, once it runs
  *     --bench N                        run ARGV N times; print p50 and p99 of the
  *                                      entry alone and of entry to exit, in ms
+ *     --fn                             instead of exec'ing ARGV, run a function in the
+ *                                      confined process (req.fn): it prints its ids,
+ *                                      no_new_privs, seccomp and cwd, and returns 7
+ *                                      (and sbenter leaves a line of its own in its
+ *                                      stdout buffer, to be written once, at its exit)
  *
  * The sandbox is one of `lazyroot run --name NAME`: its launcher's record
  * ($LAZYROOT_RECORD_DIR or /run/lazyroot/launchers) names its init, and the
@@ -149,6 +154,23 @@ static void remove_cgroup(const char *dir)
 		nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
 }
 
+/* The request's fn: what the process it runs in is. */
+static int fn_probe(void *ud)
+{
+	char line[256], cwd[PATH_MAX];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	(void)ud;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Uid:", 4) || !strncmp(line, "NoNewPrivs:", 11) ||
+		    !strncmp(line, "Seccomp:", 8) || !strncmp(line, "CapEff:", 7))
+			fputs(line, stdout);
+	if (f)
+		fclose(f);
+	printf("cwd %s\n", getcwd(cwd, sizeof(cwd)) ? cwd : "?");
+	return 7;
+}
+
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -197,6 +219,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(a, "--stdin-null")) {
 			req.stdio[0] = -1;
+			continue;
+		}
+		if (!strcmp(a, "--fn")) {
+			req.fn = fn_probe;
 			continue;
 		}
 		if (a[0] != '-')
@@ -267,6 +293,10 @@ int main(int argc, char **argv)
 		}
 	}
 	req.cgroup_fd = cgfd;
+	/* Left in the buffer: it must reach stdout once, from here at exit, not
+	 * from the fn's process too. */
+	if (req.fn)
+		printf("sbenter: the caller's own buffered line\n");
 
 	{
 		long n = runs ? runs : 1;

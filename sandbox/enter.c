@@ -447,7 +447,7 @@ int enter_cgroup_attach(struct enter *e)
 int enter_watch(struct enter *e)
 {
 	struct report m;
-	int r;
+	int r = 0;
 
 	while (!e->failed.kind && (r = read_report(e, &m)) > 0)
 		if (m.kind == REPORT_ERR)

@@ -147,9 +147,44 @@ check grep -qx "cwd /tmp" "$WORK/fn"
 check test "$(grep -c "caller's own buffered line" "$WORK/fn")" = 1
 check test "$(wc -l <"$WORK/fn")" = 6
 
+# The exec's cgroup2 directory must be beneath the sandbox's, where its BPF programs hold.
+check_status 125 "${enter[@]}" --cgroup /sys/fs/cgroup/unified "$name" -- true 2>"$WORK/err"
+check grep -q "is not beneath the sandbox's" "$WORK/err"
+
 # Only stdio reaches the exec: no descriptor above 2.
 check test "$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')" = "0 1 2 3 "
 
+sb_stop
+check test "$SB_RC" = 0
+
+# Not dumpable until it execs: without Landlock (whose domains would refuse it anyway), root of
+# the sandbox reads the environment of an exec'd process of root's, not that of one that is still
+# the entering helper's copy (a fn's process, which never execs).
+mkfifo "$WORK/fnin" "$WORK/pid.fn" "$WORK/pid.sleep"
+sb_start nd --set landlock=false -- sh -c 'echo ready; read -r x; exit 0'
+nd=$SB_LAST
+nd_enter=("$SBENTER" --set landlock=false --set "uid_base=$SB_UID_BASE" --set "bind=$ATTACK_DIR:/lr")
+# (the sandbox's stdin and stdout, and the fn's stdin, stay the test's alone)
+"${nd_enter[@]}" --fn-wait --pid-file "$WORK/pid.fn" "$nd" -- none <"$WORK/fnin" 7<&- 8>&- &
+fn_sbenter=$!
+exec 6>"$WORK/fnin"
+"${nd_enter[@]}" --pid-file "$WORK/pid.sleep" "$nd" -- sleep 600 6>&- 7<&- 8>&- &
+sleep_sbenter=$!
+cleanup_add kill "$fn_sbenter" "$sleep_sbenter"
+read -r fn_host <"$WORK/pid.fn"
+read -r sleep_host <"$WORK/pid.sleep"
+fn_in=$(awk '/^NSpid:/ { print $NF }' "/proc/$fn_host/status")
+sleep_in=$(awk '/^NSpid:/ { print $NF }' "/proc/$sleep_host/status")
+check grep -q "^Uid:.$SB_UID_BASE\b" "/proc/$fn_host/status"
+check_status 0 "${nd_enter[@]}" "$nd" -- cat "/proc/$sleep_in/environ" >/dev/null
+for f in environ mem; do
+	check_status 1 "${nd_enter[@]}" "$nd" -- sh -c 'cat "$1" 2>&1 | grep -q "Permission denied" || exit 2; exit 1' \
+		sh "/proc/$fn_in/$f"
+done
+exec 6>&-
+check_status 0 wait "$fn_sbenter"
+kill "$sleep_host"
+check_status 143 wait "$sleep_sbenter"
 sb_stop
 check test "$SB_RC" = 0
 check sb_no_leftovers

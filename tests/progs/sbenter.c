@@ -9,6 +9,9 @@
  *     --pid-file FILE                  the new process's host pid, once it runs
  *     --bench N                        run ARGV N times; print p50 and p99 of the
  *                                      entry alone and of entry to exit, in ms
+ *     --cgroup DIR                     give the exec this cgroup2 directory instead of
+ *                                      one of its own beneath the init's
+ *     --fn-wait                        run a function that reads stdin to its end
  *     --fn                             instead of exec'ing ARGV, run a function in the
  *                                      confined process (req.fn): it prints its ids,
  *                                      no_new_privs, seccomp and cwd, and returns 7
@@ -171,6 +174,17 @@ static int fn_probe(void *ud)
 	return 7;
 }
 
+/* The request's fn, waiting: reads stdin to its end. */
+static int fn_wait(void *ud)
+{
+	char buf[256];
+
+	(void)ud;
+	while (read(STDIN_FILENO, buf, sizeof(buf)) > 0)
+		;
+	return 0;
+}
+
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -203,7 +217,7 @@ int main(int argc, char **argv)
 {
 	struct sandbox *sb = NULL;
 	struct sandbox_enter_req req = { .stdio = { 0, 1, 2 } };
-	const char *pid_file = NULL, *name;
+	const char *pid_file = NULL, *cgroup_dir = NULL, *name;
 	char *env[64];
 	size_t n_env = 0;
 	struct cgroups cg = { .n_v1 = 0 };
@@ -223,6 +237,10 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(a, "--fn")) {
 			req.fn = fn_probe;
+			continue;
+		}
+		if (!strcmp(a, "--fn-wait")) {
+			req.fn = fn_wait;
 			continue;
 		}
 		if (a[0] != '-')
@@ -250,6 +268,8 @@ int main(int argc, char **argv)
 			if (n_env + 1 >= ARRAY_SIZE(env))
 				die("too many --env");
 			env[n_env++] = (char *)v;
+		} else if (!strcmp(a, "--cgroup")) {
+			cgroup_dir = v;
 		} else if (!strcmp(a, "--pid-file")) {
 			pid_file = v;
 		} else if (!strcmp(a, "--bench")) {
@@ -283,7 +303,12 @@ int main(int argc, char **argv)
 	for (int k = 0; k < cg.n_v1; k++)
 		v1[k] = cg.v1[k];
 	req.v1_cgroups = v1;
-	if (cg.v2[0]) {
+	if (cgroup_dir) {
+		cgfd = open(cgroup_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (cgfd < 0)
+			die("--cgroup '%s': %s", cgroup_dir, strerror(errno));
+		cg.v2[0] = '\0';   /* not ours to remove */
+	} else if (cg.v2[0]) {
 		if (mkdir(cg.v2, 0755) < 0)
 			die("cgroup '%s': %s", cg.v2, strerror(errno));
 		cgfd = open(cg.v2, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -295,7 +320,7 @@ int main(int argc, char **argv)
 	req.cgroup_fd = cgfd;
 	/* Left in the buffer: it must reach stdout once, from here at exit, not
 	 * from the fn's process too. */
-	if (req.fn)
+	if (req.fn == fn_probe)
 		printf("sbenter: the caller's own buffered line\n");
 
 	{

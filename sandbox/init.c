@@ -345,12 +345,15 @@ static int step_descriptors(struct init *in)
 	return 0;
 }
 
-/* Does not return: the command, or its exit code when it cannot start. */
+/* Does not return: the command, or its exit code when it cannot start.
+ * argv[0] is searched in the command's PATH: execvpe reads the caller's
+ * environ, which is the launcher's until set here. */
 static int step_exec(struct init *in)
 {
 	char *const *argv = in->c->argv;
 	int e;
 
+	environ = in->env;
 	execvpe(argv[0], argv, in->env);
 	e = errno;
 	log_errno(-e, "run '%s'", argv[0]);

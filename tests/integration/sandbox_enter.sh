@@ -151,6 +151,10 @@ check test "$(wc -l <"$WORK/fn")" = 6
 check_status 125 "${enter[@]}" --cgroup /sys/fs/cgroup/unified "$name" -- true 2>"$WORK/err"
 check grep -q "is not beneath the sandbox's" "$WORK/err"
 
+# A command is searched in the sandbox's PATH (the policy's env), by `run` as by an exec.
+check test "$(sb_run --set env=PATH=/lr:/usr/bin:/bin -- lsid /lr/lsid)" = "0:0 100755 /lr/lsid"
+check test "$("${enter[@]}" --user 0 --env PATH=/lr:/usr/bin:/bin "$name" -- lsid /lr/lsid)" = "0:0 100755 /lr/lsid"
+
 # Only stdio reaches the exec: no descriptor above 2.
 check test "$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')" = "0 1 2 3 "
 

@@ -202,12 +202,21 @@ static int prepare(struct enter *e, unsigned needs)
 
 /* ---- the host's rows, before the clone --------------------------------------- */
 
+/* A stdio descriptor of the request: open, and not a directory (a host
+ * directory's descriptor in the sandbox is a way out of its root, as
+ * runc's CVE-2024-21626 showed). */
 static int check_fd(struct enter *e, int i)
 {
 	int fd = e->r->stdio[i];
+	struct stat st;
 
-	if (fd >= 0 && fcntl(fd, F_GETFD) < 0)
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) < 0)
 		return log_errno(-errno, "exec into sandbox '%s': stdio %d (fd %d)", e->name, i, fd);
+	if (S_ISDIR(st.st_mode) || (fcntl(fd, F_GETFL) & O_PATH))
+		return log_error(-EINVAL, "exec into sandbox '%s': stdio %d (fd %d) is not a file, "
+		                 "pipe, socket or device", e->name, i, fd);
 	return 0;
 }
 

@@ -155,6 +155,10 @@ check grep -q "is not beneath the sandbox's" "$WORK/err"
 check test "$(sb_run --set env=PATH=/lr:/usr/bin:/bin -- lsid /lr/lsid)" = "0:0 100755 /lr/lsid"
 check test "$("${enter[@]}" --user 0 --env PATH=/lr:/usr/bin:/bin "$name" -- lsid /lr/lsid)" = "0:0 100755 /lr/lsid"
 
+# A directory as stdio would be a host descriptor out of the root: refused.
+check_status 125 "${enter[@]}" "$name" -- true </ 2>"$WORK/err"
+check grep -q "stdio 0 (fd 0) is not a file, pipe, socket or device" "$WORK/err"
+
 # Only stdio reaches the exec: no descriptor above 2.
 check test "$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')" = "0 1 2 3 "
 

@@ -32,13 +32,15 @@ stage.open.allow = host:$allowed
 stage.closed.allow =
 stage.closed.hide = /etc/issue
 EOP
-probe=(python3 /probe/probe.py "$allowed" "$other" "$refused" -- /etc/hostname /etc/passwd /etc/issue)
+probe=(python3 /probe/probe.py "$allowed" "$other" "$refused" --
+	/etc/hostname /etc/passwd /etc/issue)
 
 # The sandbox's command answers each line on its stdin with the probe's report and "done".
-sb_start enter --policy "$WORK/policy" -- sh -c 'echo ready; while read -r x; do "$@"; echo done; done' \
-	sh "${probe[@]}"
+sb_start enter --policy "$WORK/policy" -- \
+	sh -c 'echo ready; while read -r x; do "$@"; echo done; done' sh "${probe[@]}"
 name=$SB_LAST
-enter=("$SBENTER" --policy "$WORK/policy" --set "uid_base=$SB_UID_BASE" --set "bind=$ATTACK_DIR:/lr")
+enter=("$SBENTER" --policy "$WORK/policy" --set "uid_base=$SB_UID_BASE"
+	--set "bind=$ATTACK_DIR:/lr")
 init=$(sed -n 's/^init //p' "$SB_RECORDS/$name")
 cmd=$(cat "/proc/$init/task/$init/children")
 cmd=${cmd%% *}
@@ -97,7 +99,9 @@ check grep -q "^status Uid 1000 1000 1000 1000" "$WORK/in.exec"
 
 # --- the attacks, through an exec as through `run` (both at the starting stage)
 attacks=("syscalls" "allowlist" "ioctls" "write-proc-sys" "netns" "sockets all"
-	"host-files /etc/shadow $REPO/Makefile"
+	"host-files /etc/shadow $REPO/Makefile" "pagecache /usr/bin/python3.11"
+	"masks /proc/cmdline /proc/kallsyms /proc/kcore /proc/kmsg /proc/keys /proc/modules
+		/proc/interrupts /proc/sched_debug /proc/sysrq-trigger /proc/acpi /proc/fs /proc/pressure"
 	"reach ok:gw:$allowed gw:$other fail:127.0.0.1:$allowed noread:/etc/hostname read:/etc/passwd")
 for a in "${attacks[@]}"; do
 	# shellcheck disable=SC2086
@@ -114,13 +118,18 @@ check grep -qx "read /etc/issue EACCES" "$WORK/in.closed"
 ask_probe >"$WORK/in.cmd.closed"
 check diff "$WORK/in.cmd.closed" "$WORK/in.closed"
 # An exec's Landlock domain is its own: the command (pid 2) is out of its reach, as the host is.
-check "${enter[@]}" "$name" -- /lr/attack "$HOST_PIDNS" reach gw:$allowed noread:/etc/issue kill:2 abstract:nosuch
+check "${enter[@]}" "$name" -- /lr/attack "$HOST_PIDNS" reach "gw:$allowed" noread:/etc/issue \
+	kill:2 abstract:nosuch
 
 # --- the request's overrides, and its cwd kept inside the sandbox's root
-check test "$("${enter[@]}" --user 0 --env FOO=bar --cwd /tmp "$name" -- sh -c 'echo $(id -u) $FOO $HOME $(pwd)')" = "0 bar /root /tmp"
+got=$("${enter[@]}" --user 0 --env FOO=bar --cwd /tmp "$name" -- \
+	sh -c 'echo $(id -u) $FOO $HOME $(pwd)')
+check test "$got" = "0 bar /root /tmp"
 check test "$("${enter[@]}" --cwd /../../.. "$name" -- pwd)" = /
 check_status 0 "${enter[@]}" --user 0 "$name" -- ln -s /../../../../.. /tmp/out
-check test "$("${enter[@]}" --cwd /tmp/out "$name" -- sh -c 'stat -c %i .; stat -c %i /')" = "$(printf '%s\n' "$(stat -L -c %i "/proc/$cmd/root")" "$(stat -L -c %i "/proc/$cmd/root")")"
+root_ino=$(stat -L -c %i "/proc/$cmd/root")
+got=$("${enter[@]}" --cwd /tmp/out "$name" -- sh -c 'stat -c %i .; stat -c %i /' | tr '\n' ' ')
+check test "$got" = "$root_ino $root_ino "
 check_status 0 "${enter[@]}" --user 0 "$name" -- ln -s /proc/1/root /tmp/init-root
 # a symlink to a magic link (/proc/1/root) is refused with the magic link
 check_status 125 "${enter[@]}" --cwd /tmp/init-root "$name" -- true 2>"$WORK/err"
@@ -153,14 +162,16 @@ check grep -q "is not beneath the sandbox's" "$WORK/err"
 
 # A command is searched in the sandbox's PATH (the policy's env), by `run` as by an exec.
 check test "$(sb_run --set env=PATH=/lr:/usr/bin:/bin -- lsid /lr/lsid)" = "0:0 100755 /lr/lsid"
-check test "$("${enter[@]}" --user 0 --env PATH=/lr:/usr/bin:/bin "$name" -- lsid /lr/lsid)" = "0:0 100755 /lr/lsid"
+got=$("${enter[@]}" --user 0 --env PATH=/lr:/usr/bin:/bin "$name" -- lsid /lr/lsid)
+check test "$got" = "0:0 100755 /lr/lsid"
 
 # A directory as stdio would be a host descriptor out of the root: refused.
 check_status 125 "${enter[@]}" "$name" -- true </ 2>"$WORK/err"
 check grep -q "stdio 0 (fd 0) is not a file, pipe, socket or device" "$WORK/err"
 
 # Only stdio reaches the exec: no descriptor above 2.
-check test "$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')" = "0 1 2 3 "
+got=$("${enter[@]}" "$name" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')
+check test "$got" = "0 1 2 3 "
 
 sb_stop
 check test "$SB_RC" = 0
@@ -171,7 +182,7 @@ check test "$SB_RC" = 0
 mkfifo "$WORK/fnin" "$WORK/pid.fn" "$WORK/pid.sleep"
 sb_start nd --set landlock=false -- sh -c 'echo ready; read -r x; exit 0'
 nd=$SB_LAST
-nd_enter=("$SBENTER" --set landlock=false --set "uid_base=$SB_UID_BASE" --set "bind=$ATTACK_DIR:/lr")
+nd_enter=("$SBENTER" --set landlock=false --set "uid_base=$SB_UID_BASE")
 # (the sandbox's stdin and stdout, and the fn's stdin, stay the test's alone)
 "${nd_enter[@]}" --fn-wait --pid-file "$WORK/pid.fn" "$nd" -- none <"$WORK/fnin" 7<&- 8>&- &
 fn_sbenter=$!
@@ -186,7 +197,8 @@ sleep_in=$(awk '/^NSpid:/ { print $NF }' "/proc/$sleep_host/status")
 check grep -q "^Uid:.$SB_UID_BASE\b" "/proc/$fn_host/status"
 check_status 0 "${nd_enter[@]}" "$nd" -- cat "/proc/$sleep_in/environ" >/dev/null
 for f in environ mem; do
-	check_status 1 "${nd_enter[@]}" "$nd" -- sh -c 'cat "$1" 2>&1 | grep -q "Permission denied" || exit 2; exit 1' \
+	check_status 1 "${nd_enter[@]}" "$nd" -- \
+		sh -c 'cat "$1" 2>&1 | grep -q "Permission denied" || exit 2; exit 1' \
 		sh "/proc/$fn_in/$f"
 done
 exec 6>&-

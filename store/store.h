@@ -270,6 +270,7 @@ int store_open_index(struct store *s, const char *hex);
  * reader that sees the tag moved and the signature not yet (or an old one)
  * finds the digest does not match and refuses the tag until it is.
  */
+#define STORE_SIG_DEFAULT_EXPIRES_S (90 * 86400)  /* build --sign, image sign */
 #define STORE_TAG_NAME_MAX 400    /* "name:tag" with its NUL: 255 + 1 + 128 + 1, rounded */
 struct sign_key;
 struct store_tag_sig {

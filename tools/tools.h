@@ -20,6 +20,9 @@ int cmd_profile(int argc, char **argv);
 int cmd_store(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_node(int argc, char **argv);
+int cmd_key(int argc, char **argv);
+/* `lazyroot image sign` (tools/sign.c): argv[1] is "sign". */
+int cmd_image_sign(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {

@@ -53,6 +53,9 @@ struct tools_flags {
 /* Note flag (spelled as docs/settings.md spells it: "--cache-size") with its
  * value; NULL for a --no-… switch. */
 void tools_flag(struct tools_flags *f, const char *flag, const char *value);
+/* Note flag once more, keeping its earlier values: for flags that add to a
+ * list (--trust-key).  Past TOOLS_FLAGS_MAX in all, the rest are dropped. */
+void tools_flag_add(struct tools_flags *f, const char *flag, const char *value);
 /* The command's settings, read once: node_config_setup() with f->config, then
  * f's flags in order.  Errors are logged (one line naming the file and line,
  * the variable or the flag); c is then destroyed. */

@@ -5,7 +5,7 @@
 # the image, the store and the reason, while the mounts that should work still read the right
 # bytes:
 #  - a tag pointed at another index (b's), the signature left alone: the index's SHA-256 is not
-#    the signed digest;
+#    the signed digest (by `mount`, and by `run` onto b's shared mount already there);
 #  - the index replaced by another image's (b's bytes under a's name): refused before use;
 #  - the signature rolled back to its previous, validly signed version, before and after a
 #    node restart (the newest version seen is on disk);
@@ -74,6 +74,21 @@ echo "$hb" >store/tags/a:1
 check refused "index $hb is not the one the signature names" a:1 "${T1[@]}"
 echo "$ha" >store/tags/a:1
 check mounts a a:1 "${T1[@]}"
+# the same through `run`, whose shared mount of b's index is already there: the image runs
+# (exit 126: it has no program to run), then a's tag moved onto that mount is refused (125:
+# run failed before the command)
+run_status() {  # REF [FLAG…]: run's exit status, its stderr in $WORK/err
+	local ref=$1 rc=0; shift
+	"$LAZYROOT" run "$ref" --store "$S" "$@" -- /file 2>"$WORK/err" || rc=$?
+	echo "$rc"
+}
+check test "$(run_status b:1 "${T1[@]}" --require-signed)" = 126
+check mountpoint -q "$WORK/images/$hb"
+echo "$hb" >store/tags/a:1
+check test "$(run_status a:1 "${T1[@]}")" = 125
+check grep -q "image 'a:1' from store '$S': refused: index $hb is not the one" "$WORK/err"
+echo "$ha" >store/tags/a:1
+check test "$(run_status a:1 "${T1[@]}" --require-signed)" = 126
 
 # the index replaced by another image's, read by a node that has not kept a's index yet
 cp "store/indexes/$ha" "$WORK/index-a"
@@ -92,10 +107,10 @@ cp "$WORK/sig-v1" store/signatures/a:1
 check refused "version 1 is older than version 2" a:1 "${T1[@]}"
 refusals=$("$LAZYROOT" node status --json | python3 -c 'import json, sys
 t = json.load(sys.stdin)["trust"]; print(t["refused"]["rollback"], t["refused"]["wrong_index"])')
-check test "$refusals" = "1 1"
+check test "$refusals" = "1 2"
 out=$(curl -sf "http://127.0.0.1:$port/metrics")
 check grep -q '^lazyroot_node_trust_refusals_total{reason="rollback"} 1$' <<<"$out"
-check grep -q '^lazyroot_node_trust_refusals_total{reason="wrong_index"} 1$' <<<"$out"
+check grep -q '^lazyroot_node_trust_refusals_total{reason="wrong_index"} 2$' <<<"$out"
 check "$LAZYROOT" node stop
 check refused "version 1 is older than version 2" a:1 "${T1[@]}"
 cp "$WORK/sig-v2" store/signatures/a:1

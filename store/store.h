@@ -10,7 +10,8 @@
  *   URL,URL,…              mirrors: see "Mirrors" below
  *
  * Keys are '/'-separated names: "chunks/<32 hex>", "indexes/<32 hex>",
- * "tags/<name>:<tag>", "profiles/<32 hex>" (the access profile of that index,
+ * "tags/<name>:<tag>", "signatures/<name>:<tag>" (the tag's signature: "Signed
+ * tags" below), "profiles/<32 hex>" (the access profile of that index,
  * image/FORMAT.md; replaced when pushed again), "packs/<32 hex>" (that
  * index's chunks in one object, image/FORMAT.md "Packs": `dir:` stores only,
  * see "Packs" below).  A backend maps them to its own layout (the dir

@@ -122,6 +122,11 @@ struct nstore {
 		char *ref;        /* NAME:TAG as asked, or NULL: a free slot */
 		char hex[33];     /* the index it named */
 		uint64_t at_ns;   /* when it was read */
+		/* its signature, read with it when a trust policy asked for it
+		 * (node_store_tag_sig): sig_r 0 (sig), -ENOENT (unsigned) */
+		bool has_sig;
+		int sig_r;
+		struct store_tag_sig sig;
 	} tags[NODE_TAGS_MAX];
 };
 
@@ -275,6 +280,11 @@ struct nstore *node_store_get(struct worker *w, const struct node_config *rc);
  * read less than ttl_ms ago is answered from memory; a dir: store's is read
  * every time.  0 or -errno (logged). */
 int node_store_resolve(struct nstore *st, const char *ref, uint64_t ttl_ms, char hex[33]);
+/* The signature of tag ref in st (store_tag_sig_get's results), answered from
+ * memory as node_store_resolve answers the tag: read with the tag, so that
+ * the two agree for as long as the tag is answered from memory. */
+int node_store_tag_sig(struct nstore *st, const char *ref, uint64_t ttl_ms,
+                       struct store_tag_sig *ret);
 void node_store_free(struct nstore *st);
 struct ncache *node_cache_get(struct worker *w, const struct node_config *rc);
 /* Free the caches whose directory another took the path of, once nothing uses them. */

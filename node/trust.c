@@ -196,7 +196,7 @@ int node_trust_tag(struct worker *w, struct mount *m)
 	nkeys = trust_keys(w, m, keys);
 	if (nkeys < 0)
 		return nkeys;
-	r = store_tag_sig_get(m->st->s, m->ref, t);
+	r = node_store_tag_sig(m->st, m->ref, m->cfg.tag_ttl_ms, t);
 	if (r == -ENOENT) {
 		if (m->cfg.require_signed)
 			return refuse(w, m, NODE_TRUST_UNSIGNED, "the tag is not signed, and "

@@ -14,10 +14,13 @@
 #  - key rotation: a:1 signed with k2 while b:1 stays signed with k1, both trusted at once;
 #  - an unsigned tag, mounted without --require-signed and refused with it; a mount by index
 #    name needs no tag;
-#  - the refusals are counted in `node status` and /metrics.
+#  - the refusals are counted in `node status` and /metrics;
+#  - from an HTTP store (nginx), the signature is read once while the tag is answered from
+#    memory (tag_ttl), and a moved tag is still refused.
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/nginx.sh"
 need_root
-need_cmd fusermount3 python3 curl
+need_cmd fusermount3 python3 curl nginx
 [ -c /dev/fuse ] || { log "no /dev/fuse; skipping"; exit 77; }
 workdir
 
@@ -147,4 +150,28 @@ check mounts c c:1 "${T1[@]}"
 check refused "the tag is not signed" c:1 "${T1[@]}" --require-signed
 check refused "the tag is not signed" c:1 --require-signed
 check mounts a "$ha" --require-signed
+
+# an HTTP store (nginx over the same directory): the signature is read with the tag and answered
+# from memory as long as the tag is (tag_ttl), and checked at every mount all the same
+nginx_start "$WORK/store"
+H=$NGINX_URL
+hmounts() {
+	"$LAZYROOT" mount a:1 "$WORK/mnt" --store "$H" "$@" || return 1
+	local ok=0
+	cmp -s "$WORK/a/file" "$WORK/mnt/file" && ok=1
+	"$LAZYROOT" umount "$WORK/mnt" || return 1
+	[ "$ok" = 1 ]
+}
+check hmounts --trust-key k2.pub --require-signed
+check hmounts --trust-key k2.pub --require-signed
+check test "$(grep -c 'GET /signatures/a:1 ' "$NGINX_DIR/access.log")" = 1
+echo "$hb" >store/tags/a:1
+if LAZYROOT_TAG_TTL=0 "$LAZYROOT" mount a:1 "$WORK/mnt" --store "$H" --trust-key k2.pub \
+	2>"$WORK/err"; then
+	"$LAZYROOT" umount "$WORK/mnt"
+	check false "an HTTP store's tag moved to another index was mounted"
+else
+	check grep -q "image 'a:1' from store '$H': refused: index $hb is not the one" "$WORK/err"
+fi
+echo "$ha" >store/tags/a:1
 check "$LAZYROOT" node stop

@@ -54,7 +54,7 @@ int cmd_key(int argc, char **argv)
 	if (r < 0)
 		return 1;
 	if (json)
-		return json_pack_file(stdout, "{s:s, s:s++, s:s}", "private", argv[optind + 1],
+		return json_pack_file(stdout, "{s:s, s:s+, s:s}", "private", argv[optind + 1],
 		                      "public", argv[optind + 1], ".pub", "key", id) < 0;
 	printf("%s, %s.pub: key %s\n", argv[optind + 1], argv[optind + 1], id);
 	return 0;
@@ -153,7 +153,7 @@ int cmd_image_sign(int argc, char **argv)
 		hex_encode(t.digest, sizeof(t.digest), digest);
 		hex_encode(t.key_id, sizeof(t.key_id), id + 7);
 		if (json)
-			return json_pack_file(stdout, "{s:s, s:s++, s:o, s:I, s:I, s:s}", "tag", t.tag,
+			return json_pack_file(stdout, "{s:s, s:s+, s:o, s:I, s:I, s:s}", "tag", t.tag,
 			                      "digest", "sha256:", digest, "version",
 			                      json_u64(t.version), "signed_at", (json_int_t)t.signed_at,
 			                      "expires_at", (json_int_t)t.expires_at, "key", id) < 0;

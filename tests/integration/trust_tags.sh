@@ -34,7 +34,9 @@ echo c >"$WORK/c/file"
 cd "$WORK"
 check "$LAZYROOT" key generate k1
 check "$LAZYROOT" key generate k2
-check "$LAZYROOT" key generate k3
+k3=$("$LAZYROOT" key generate k3 --json)
+check python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert j["public"] == "k3.pub"
+assert j["key"].startswith("sha256:") and len(j["key"]) == 71' "$k3"
 check test "$(stat -c %a k1)" = 600
 check "$LAZYROOT" build a --tag a:1 --store "$S" --sign k1 --no-progress
 check "$LAZYROOT" build b --tag b:1 --store "$S" --sign k1 --no-progress
@@ -102,7 +104,9 @@ cp "$WORK/index-a" "store/indexes/$ha"
 
 # rollback: version 2 is mounted, then the store serves version 1 again
 cp store/signatures/a:1 "$WORK/sig-v1"
-check "$LAZYROOT" image sign a:1 --key k1 --store "$S"
+signed=$("$LAZYROOT" image sign a:1 --key k1 --store "$S" --json)
+check python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert j["version"] == 2
+assert j["tag"] == "a:1" and j["expires_at"] - j["signed_at"] == 90 * 86400' "$signed"
 check grep -q '"version":2' store/signatures/a:1
 check mounts a a:1 "${T1[@]}"
 cp store/signatures/a:1 "$WORK/sig-v2"

@@ -15,6 +15,7 @@
 #  - an unsigned tag, mounted without --require-signed and refused with it; a mount by index
 #    name needs no tag;
 #  - the refusals are counted in `node status` and /metrics;
+#  - image copy copies the signature with the tag, when it is for the index copied;
 #  - from an HTTP store (nginx), the signature is read once while the tag is answered from
 #    memory (tag_ttl), and a moved tag is still refused.
 . "$(dirname "$0")/../lib/common.sh"
@@ -154,6 +155,18 @@ check mounts c c:1 "${T1[@]}"
 check refused "the tag is not signed" c:1 "${T1[@]}" --require-signed
 check refused "the tag is not signed" c:1 --require-signed
 check mounts a "$ha" --require-signed
+
+# image copy takes the signature along, after the tag: the copy mounts as signed
+check "$LAZYROOT" image copy a:1 --from "$S" --to "dir:$WORK/copy"
+check cmp store/signatures/a:1 copy/signatures/a:1
+check "$LAZYROOT" mount a:1 "$WORK/mnt" --store "dir:$WORK/copy" --trust-key k2.pub --require-signed
+check cmp "$WORK/a/file" "$WORK/mnt/file"
+check "$LAZYROOT" umount "$WORK/mnt"
+# a signature for another index than the one copied stays behind
+echo "$hb" >store/tags/a:1
+check "$LAZYROOT" image copy a:1 --from "$S" --to "dir:$WORK/copy2"
+check test ! -e copy2/signatures/a:1
+echo "$ha" >store/tags/a:1
 
 # an HTTP store (nginx over the same directory): the signature is read with the tag and answered
 # from memory as long as the tag is (tag_ttl), and checked at every mount all the same

@@ -62,6 +62,8 @@ UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRCS = $(wildcard tests/helpers/*.c)
 HELPER_BINS = $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/tests/%)
+PROG_SRCS = $(wildcard tests/progs/*.c)
+PROG_BINS = $(PROG_SRCS:tests/progs/%.c=$(BUILD)/tests/progs/%)
 
 # The pkg-config flags above are computed when make reads this file, so the packages that
 # provide them are installed first, and a second make, reading the file afresh, builds.
@@ -148,6 +150,13 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
+# Test programs over the library (tests/progs): calls the integration tests drive before a
+# command makes them (sbenter: sandbox_enter into a running sandbox).
+$(BUILD)/tests/progs/%: tests/progs/%.c $(BUILD)/liblazyroot.a
+	@mkdir -p $(@D)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblazyroot.a $(LIBS)
+
 # Benchmark helpers (bench/*/*.c): small programs that bench/*/run start.
 BENCH_SRCS = $(wildcard bench/*/*.c)
 BENCH_BINS = $(foreach f,$(BENCH_SRCS),$(BUILD)/bench/$(basename $(notdir $(f))))
@@ -170,7 +179,7 @@ $(BUILD)/tests/sandbox/%: tests/sandbox/%.c
 check-layers: $(CORE_OBJS) $(TOOL_OBJS)
 	$(Q)BUILD=$(BUILD) CC="$(CC)" LDFLAGS="$(LDFLAGS)" OBJS="$^" LIBS="$(LIBS)" scripts/check-layers
 
-tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(ATTACK_BINS) $(BENCH_BINS)
+tests-build: $(BUILD)/lazyroot $(UNIT_BINS) $(HELPER_BINS) $(PROG_BINS) $(ATTACK_BINS) $(BENCH_BINS)
 	@:
 
 # The whole suite: unit tests and integration tests against the real binary, TEST_JOBS at a
@@ -231,4 +240,4 @@ clean:
 
 .PHONY: all bin check-layers test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
 
--include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/tools/main-front.d $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/tools/main-front.d $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(PROG_BINS:=.d) $(BENCH_BINS:=.d)

@@ -9,6 +9,7 @@
  * unless it is that literal, so that init cannot fail.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stddef.h>
 
 #include "lib/lib.h"
@@ -39,6 +40,7 @@ enum key_type {
 	T_NEAR,      /* a duration in ms or off; a uint32_t field in µs */
 	T_DECODERS,  /* auto or 0..DECODERS_MAX; an int field */
 	T_SECRET,    /* environment only, never printed */
+	T_KEYS,      /* trusted keys: [STORE=]/FILE.pub, separated by blanks; empty: none */
 };
 
 struct key {
@@ -99,6 +101,16 @@ static const struct key keys[] = {
 	  "S3 session token (sent as x-amz-security-token)"),
 	S("HOME", "HOME", NULL, NULL, T_SECRET, home, NULL,
 	  "where the default S3 credentials file is (~/.aws/credentials)"),
+
+	/* trust (node/trust.c, image/FORMAT.md "Signed tags") */
+	S("trust_keys", "LAZYROOT_TRUST_KEYS", NULL, "--trust-key", T_KEYS, trust_keys, NULL,
+	  "public keys whose signed tags a mount accepts: FILE.pub (every store) or "
+	  "STORE=FILE.pub, absolute paths separated by blanks; each --trust-key adds one"),
+	K("require_signed", "LAZYROOT_REQUIRE_SIGNED", NULL, "--require-signed", T_BOOL,
+	  require_signed, 0, 0, 0, "refuse to mount a tag that is not signed by a trusted key"),
+	S("trust_state", "LAZYROOT_TRUST_STATE", NULL, NULL, T_ABSPATH, trust_state,
+	  NODE_DEFAULT_TRUST_STATE, "where the node remembers the newest signed version of each "
+	  "tag it mounted, to refuse older ones"),
 
 	/* the node cache */
 	S("cache", "LAZYROOT_CACHE", NULL, "--cache", T_STR, cache_dir, CACHE_DEFAULT_DIR,
@@ -182,7 +194,7 @@ static const void *cfield(const struct node_config *c, const struct key *k)
 static bool str_type(enum key_type t)
 {
 	return t == T_STR || t == T_ABSPATH || t == T_SOCKET || t == T_OPTSTR || t == T_ENDPOINT ||
-	       t == T_REGION || t == T_ADDR || t == T_SECRET;
+	       t == T_REGION || t == T_ADDR || t == T_SECRET || t == T_KEYS;
 }
 
 /* Set the string of key k to v (copied; NULL: unset). */
@@ -222,6 +234,7 @@ void node_config_init(struct node_config *c)
 		.profile_window = NODE_DEFAULT_PROFILE_WINDOW,
 		.profile_inflight = NODE_DEFAULT_PROFILE_INFLIGHT,
 		.pool = true,
+		.require_signed = false,
 	};
 	for (size_t i = 0; i < NKEYS; i++)
 		if (keys[i].dflt)
@@ -312,6 +325,10 @@ static int apply(struct node_config *c, const struct key *k, const char *v, char
 		if (!store_s3_region_valid(v))
 			return snprintf(msg, msglen, "'%s' is not a region name", v), -EINVAL;
 		return set_str(c, k, v);
+	case T_KEYS:
+		if (!node_trust_keys_valid(v, msg, msglen))
+			return -EINVAL;
+		return set_str(c, k, *v ? v : NULL);
 	case T_ADDR:
 		if (!strcmp(v, "off"))
 			return set_str(c, k, NULL);
@@ -506,6 +523,55 @@ int node_config_setup(struct node_config *c, const char *config_flag)
 	return r;
 }
 
+bool node_trust_keys_valid(const char *v, char *msg, size_t msglen)
+{
+	while (*v) {
+		size_t n = strcspn(v, " \t");
+		const char *eq = memchr(v, '=', n), *path = v;
+
+		if (!n) {
+			v++;
+			continue;
+		}
+		/* STORE=/FILE: the path is after the last "=/" (a store URL may hold '=') */
+		for (const char *p = v; p + 1 < v + n; p++)
+			if (p[0] == '=' && p[1] == '/')
+				eq = p, path = p + 1;
+		if (path[0] != '/' || (eq && eq == v)) {
+			snprintf(msg, msglen, "'%.*s': want /FILE.pub or STORE=/FILE.pub, an absolute "
+			         "path", (int)n, v);
+			return false;
+		}
+		v += n;
+	}
+	return true;
+}
+
+/* --trust-key FILE: one more key (FILE made absolute, as the node runs from
+ * "/"), after those the file or the environment named. */
+static int add_key(struct node_config *c, const struct key *k, const char *value,
+                   const char *flag)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	const char *old = *(char **)field(c, k);
+	char cwd[PATH_MAX];
+	int r = 0;
+
+	if (!*value || strpbrk(value, " \t"))
+		return log_error(-EINVAL, "%s '%s': want a file name without blanks", flag, value);
+	if (old && *old)
+		r = buf_printf(&b, "%s ", old);
+	if (r == 0 && value[0] != '/' && !strchr(value, '=')) {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return log_errno(-errno, "%s '%s'", flag, value);
+		r = buf_printf(&b, "%s/", cwd);
+	}
+	r = r ?: buf_printf(&b, "%s", value);
+	if (r < 0)
+		return log_errno(r, "%s", flag);
+	return node_config_set(c, k->pub.key, (char *)b.data, flag);
+}
+
 int node_config_set_flag(struct node_config *c, const char *flag, const char *value)
 {
 	for (size_t i = 0; i < NKEYS; i++) {
@@ -515,7 +581,12 @@ int node_config_set_flag(struct node_config *c, const char *flag, const char *va
 			continue;
 		if (!value && k->type != T_BOOL)
 			return log_error(-EINVAL, "%s: a value is needed", flag);
-		return node_config_set(c, k->pub.key, value ? value : "off", flag);
+		if (k->type == T_KEYS)
+			return add_key(c, k, value, flag);
+		/* a switch's flag turns it off (--no-passthrough) or on (--require-signed) */
+		if (!value)
+			value = strncmp(flag, "--no-", 5) ? "on" : "off";
+		return node_config_set(c, k->pub.key, value, flag);
 	}
 	return log_error(-EINVAL, "%s: no setting has this flag", flag);
 }
@@ -582,7 +653,7 @@ static int format(const struct node_config *c, const struct key *k, char *out, s
 
 	switch (k->type) {
 	case T_STR: case T_ABSPATH: case T_SOCKET: case T_OPTSTR: case T_ENDPOINT:
-	case T_REGION: case T_SECRET:
+	case T_REGION: case T_SECRET: case T_KEYS:
 		return snprintf(out, len, "%s", *(char *const *)f ? *(char *const *)f : "");
 	case T_ADDR:
 		return snprintf(out, len, "%s", *(char *const *)f ? *(char *const *)f : "off");

@@ -47,6 +47,7 @@
 /* How long a tag read from a remote store answers for it (docs/settings.md,
  * tag_ttl) */
 #define NODE_DEFAULT_TAG_TTL_MS 5000
+#define NODE_DEFAULT_TRUST_STATE "/var/lib/lazyroot/trust"
 #define NODE_DEFAULT_POOL_DIR "/run/lazyroot/pool"
 #define NODE_DEFAULT_RECORD_DIR "/run/lazyroot/launchers"
 #define NODE_DEFAULT_TMP_DIR "/tmp"
@@ -81,6 +82,11 @@ struct node_config {
 	/* environment only (AWS_*): never in a file, never printed */
 	char *aws_access_key_id, *aws_secret_access_key, *aws_session_token;
 	char *home;                    /* $HOME: where the default credentials file is */
+
+	/* ---- trust ---- */
+	char *trust_keys;              /* "[STORE=]/FILE.pub …" (node_trust_keys_valid); NULL: none */
+	bool require_signed;           /* refuse a tag without a trusted signature */
+	char *trust_state;             /* the newest signed version seen of each tag */
 
 	/* ---- the node cache ---- */
 	char *cache_dir;
@@ -174,6 +180,11 @@ void node_config_dump(const struct node_config *c, FILE *f, bool commented);
  * logged as node_config_set, with the flag as origin; -EINVAL also for a flag
  * no setting has. */
 int node_config_set_flag(struct node_config *c, const char *flag, const char *value);
+
+/* Whether v is a trust_keys value: blank-separated entries, each /FILE or
+ * STORE=/FILE (an absolute path; STORE a store URL as the store setting
+ * spells it).  false with why in msg. */
+bool node_trust_keys_valid(const char *v, char *msg, size_t msglen);
 
 /* Options for store_open_with() and params for cache_open() (dir, sizes,
  * near latency, decoders) from c.  Strings are borrowed: valid while c is,

@@ -197,6 +197,10 @@ static int mount_prepare(struct worker *w, struct mount *m)
 	r = node_index_load(m->st->s, m->cache_dir, m->hex, &m->im);
 	if (r < 0)
 		return r;
+	/* before anything reads the index: it must be the one the tag signed */
+	r = node_trust_index(w, m, m);
+	if (r < 0)
+		return r;
 	if (m->o.profile && !m->o.record)
 		(void)node_profile_fetch(m->st->s, m->hex, &m->prof);
 	r = node_pack_offsets(m->st->s, m->im.img, m->hex, &m->pack_offsets);

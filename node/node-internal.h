@@ -122,6 +122,11 @@ struct nstore {
 		char *ref;        /* NAME:TAG as asked, or NULL: a free slot */
 		char hex[33];     /* the index it named */
 		uint64_t at_ns;   /* when it was read */
+		/* its signature, read with it when a trust policy asked for it
+		 * (node_store_tag_sig): sig_r 0 (sig), -ENOENT (unsigned) */
+		bool has_sig;
+		int sig_r;
+		struct store_tag_sig sig;
 	} tags[NODE_TAGS_MAX];
 };
 
@@ -139,6 +144,29 @@ struct mopts {
 	unsigned cpu_hold_ms, profile_window, profile_inflight;
 	bool suid, dev, allow_other, passthrough, cpu_latency, profile;
 	char *record;             /* --record-profile FILE, or NULL */
+};
+
+/* trust.c: why a mount of a tag was refused (node status and /metrics
+ * count each; node_trust_reasons names them). */
+enum node_trust_reason {
+	NODE_TRUST_UNSIGNED,        /* no signature, and one is required */
+	NODE_TRUST_UNREADABLE,      /* a signature object that does not parse */
+	NODE_TRUST_WRONG_TAG,       /* a signature for another tag */
+	NODE_TRUST_UNKNOWN_KEY,     /* signed by a key not trusted for the store */
+	NODE_TRUST_BAD_SIGNATURE,   /* does not verify */
+	NODE_TRUST_EXPIRED,
+	NODE_TRUST_ROLLBACK,        /* older than the newest version this node mounted */
+	NODE_TRUST_WRONG_INDEX,     /* the index is not the one signed */
+	NODE_TRUST_KEY_FILE,        /* a trusted key file that cannot be read */
+	NODE_TRUST_NREASONS
+};
+extern const char *const node_trust_reasons[NODE_TRUST_NREASONS];
+
+/* A mount's tag as its signature vouched for it. */
+struct node_trust {
+	bool checked;                 /* verified: the index must hash to sig.digest */
+	uint64_t seen;                /* the newest version mounted before (0: none) */
+	struct store_tag_sig sig;
 };
 
 struct mount {
@@ -162,6 +190,9 @@ struct mount {
 	struct store_lease *lease;  /* the reader lease holding hex in the store, or NULL */
 	pthread_t keeper;         /* keeping the index in the cache (keep_index) */
 	bool keeping;
+	struct node_trust trust;  /* what the tag's signature vouched for */
+	uint8_t index_sha256[32]; /* of im's bytes, once index_sha256_known */
+	bool index_sha256_known;
 };
 
 struct worker;
@@ -226,7 +257,21 @@ struct worker {
 	struct node_metrics *metrics;
 	int metrics_fd;           /* the holder's /metrics socket until it serves, or -1 */
 	bool metrics_bind;        /* no socket from the holder: bind cfg->metrics_addr */
+	/* trust.c: mounts of signed tags accepted, refused by reason, and the
+	 * time their checks took (this worker's: a takeover starts at 0) */
+	uint64_t trust_verified, trust_refused[NODE_TRUST_NREASONS], trust_check_ns;
 };
+
+/* trust.c: check m's tag (m->ref, resolved in m->st) against the trust
+ * policy of m's settings: 0 when it may be mounted, m->trust filled;
+ * -EACCES (logged: the image, the store, why; counted) when refused; other
+ * errors logged.  A run by index name, or settings with no trusted key and
+ * no require_signed, pass unchecked. */
+int node_trust_tag(struct worker *w, struct mount *m);
+/* After node_trust_tag: the index served (served->im: m's own, or that of
+ * the mount m shares) must hash to the digest signed; then the version is
+ * remembered.  0, or -EACCES (logged, counted). */
+int node_trust_index(struct worker *w, struct mount *m, struct mount *served);
 
 /* stores.c: the store opened with rc's store settings (opened on first use),
  * the cache of rc's directory (likewise); NULL, logged, when it cannot be. */
@@ -235,6 +280,11 @@ struct nstore *node_store_get(struct worker *w, const struct node_config *rc);
  * read less than ttl_ms ago is answered from memory; a dir: store's is read
  * every time.  0 or -errno (logged). */
 int node_store_resolve(struct nstore *st, const char *ref, uint64_t ttl_ms, char hex[33]);
+/* The signature of tag ref in st (store_tag_sig_get's results), answered from
+ * memory as node_store_resolve answers the tag: read with the tag, so that
+ * the two agree for as long as the tag is answered from memory. */
+int node_store_tag_sig(struct nstore *st, const char *ref, uint64_t ttl_ms,
+                       struct store_tag_sig *ret);
 void node_store_free(struct nstore *st);
 struct ncache *node_cache_get(struct worker *w, const struct node_config *rc);
 /* Free the caches whose directory another took the path of, once nothing uses them. */

@@ -143,6 +143,8 @@ static int do_mount(struct worker *w, const json_t *req, json_t *out)
 		} else {
 			m->st = node_store_get(w, &m->cfg);
 			r = m->st ? node_store_resolve(m->st, ref, m->cfg.tag_ttl_ms, m->hex) : -EIO;
+			if (r == 0)
+				r = node_trust_tag(w, m);
 		}
 		node_index_free(&probe);
 		if (r < 0)
@@ -156,7 +158,7 @@ static int do_mount(struct worker *w, const json_t *req, json_t *out)
 
 		m->shared = true;
 		if (o) {
-			r = reply_mount(o, out);
+			r = node_trust_index(w, m, o) ?: reply_mount(o, out);
 			goto out;
 		}
 		snprintf(path, sizeof(path), "%s/%s", dir, m->hex);
@@ -198,7 +200,7 @@ static int do_mount(struct worker *w, const json_t *req, json_t *out)
 		/* the same image from the same store there already: done (a client
 		 * asking again after its worker died mid-request finds it) */
 		if (o && !strcmp(o->hex, m->hex) && !strcmp(o->store_url, m->store_url)) {
-			r = reply_mount(o, out);
+			r = node_trust_index(w, m, o) ?: reply_mount(o, out);
 			goto out;
 		}
 		if (o) {
@@ -247,6 +249,22 @@ static int do_umount(struct worker *w, const json_t *req, json_t *out)
 	return log_error(-ENOENT, "umount '%s': not a mount of this node", mnt);
 }
 
+/* The trust policy's counters (node/trust.c): mounts of signed tags
+ * accepted, refusals by reason, and the seconds the checks took. */
+static json_t *trust_json(const struct worker *w)
+{
+	json_t *refused = json_object();
+
+	for (size_t i = 0; refused && i < NODE_TRUST_NREASONS; i++)
+		if (json_object_set_new(refused, node_trust_reasons[i],
+		                        json_u64(w->trust_refused[i])) < 0) {
+			json_decref(refused);
+			refused = NULL;
+		}
+	return json_pack("{s:o, s:o, s:o}", "verified", json_u64(w->trust_verified), "refused",
+	                 refused, "check_seconds", json_fixed((double)w->trust_check_ns / 1e9, 6));
+}
+
 static int do_status(struct worker *w, const json_t *req, json_t *out)
 {
 	uint64_t uptime_ms = w->holder_uptime_ms + (now_ns() - w->hello_ns) / 1000000;
@@ -268,12 +286,12 @@ static int do_status(struct worker *w, const json_t *req, json_t *out)
 			mounts = NULL;
 		}
 	}
-	return reply_add(out, json_pack("{s:i, s:i, s:o, s:I, s:s, s:s, s:o}", "pid", (int)getpid(),
-	                                "holder_pid", (int)w->holder_pid,
+	return reply_add(out, json_pack("{s:i, s:i, s:o, s:I, s:s, s:s, s:o, s:o}", "pid",
+	                                (int)getpid(), "holder_pid", (int)w->holder_pid,
 	                                "uptime_s", json_fixed((double)uptime_ms / 1e3, 3),
 	                                "takeovers", (json_int_t)w->takeovers,
 	                                "socket", w->cfg->socket_path, "cache", w->cfg->cache_dir,
-	                                "mounts", mounts));
+	                                "mounts", mounts, "trust", trust_json(w)));
 }
 
 static int do_stats(struct worker *w, const json_t *req, json_t *out)

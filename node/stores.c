@@ -116,7 +116,32 @@ int node_store_resolve(struct nstore *st, const char *ref, uint64_t ttl_ms, char
 	}
 	memcpy(st->tags[i].hex, hex, 33);
 	st->tags[i].at_ns = now_ns();
+	st->tags[i].has_sig = false;
 	return 0;
+}
+
+int node_store_tag_sig(struct nstore *st, const char *ref, uint64_t ttl_ms,
+                       struct store_tag_sig *ret)
+{
+	size_t i = NODE_TAGS_MAX;
+	int r;
+
+	if (ttl_ms && strstr(st->cfg.store_url, "://"))
+		for (i = 0; i < NODE_TAGS_MAX; i++)
+			if (st->tags[i].ref && !strcmp(st->tags[i].ref, ref))
+				break;
+	/* the slot node_store_resolve filled or answered from just now */
+	if (i < NODE_TAGS_MAX && st->tags[i].has_sig) {
+		*ret = st->tags[i].sig;
+		return st->tags[i].sig_r;
+	}
+	r = store_tag_sig_get(st->s, ref, ret);
+	if (i < NODE_TAGS_MAX && (r == 0 || r == -ENOENT)) {
+		st->tags[i].has_sig = true;
+		st->tags[i].sig_r = r;
+		st->tags[i].sig = *ret;
+	}
+	return r;
 }
 
 void node_store_free(struct nstore *st)

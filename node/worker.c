@@ -346,6 +346,15 @@ static void metrics_body(void *ud, FILE *f)
 	fprintf(f, "# HELP lazyroot_node_uptime_seconds Since the holder started.\n"
 	        "# TYPE lazyroot_node_uptime_seconds gauge\nlazyroot_node_uptime_seconds %.3f\n",
 	        (double)(w->holder_uptime_ms + (now_ns() - w->hello_ns) / 1000000) / 1e3);
+	fprintf(f, "# HELP lazyroot_node_trust_verified_total Mounts of signed tags whose "
+	        "signature and index the trust policy accepted.\n"
+	        "# TYPE lazyroot_node_trust_verified_total counter\n"
+	        "lazyroot_node_trust_verified_total %llu\n", (unsigned long long)w->trust_verified);
+	fprintf(f, "# HELP lazyroot_node_trust_refusals_total Mounts of tags the trust policy "
+	        "refused, by reason.\n# TYPE lazyroot_node_trust_refusals_total counter\n");
+	for (size_t i = 0; i < NODE_TRUST_NREASONS; i++)
+		fprintf(f, "lazyroot_node_trust_refusals_total{reason=\"%s\"} %llu\n",
+		        node_trust_reasons[i], (unsigned long long)w->trust_refused[i]);
 	fprintf(f, "# HELP lazyroot_node_mounts Image mounts the node serves.\n"
 	        "# TYPE lazyroot_node_mounts gauge\nlazyroot_node_mounts %zu\n", w->nmounts);
 	for (size_t k = 0; k < ARRAY_SIZE(per_mount); k++) {

@@ -5,7 +5,9 @@
  * A launcher claims its sandbox's name with a record,
  * /run/lazyroot/launchers/NAME (or $LAZYROOT_RECORD_DIR/NAME), which it
  * holds locked (flock) for as long as it lives and in which it lists the
- * cgroup directories before it makes them; a sandbox that would leave
+ * cgroup directories before it makes them, and its init's pid once it is
+ * cloned (an exec into the running sandbox finds the init there:
+ * sandbox_enter); a sandbox that would leave
  * nothing behind and keeps the default name has none (launch.c).  A record
  * that can be locked therefore belongs to a dead launcher:
  * the collector kills whatever is still in the listed cgroups (cgroup.kill,
@@ -205,6 +207,19 @@ int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *c
 			return -ENOMEM;
 	}
 	if (fstat(rec->fd, &st) < 0 || pwrite(rec->fd, b.data, b.len, st.st_size) != (ssize_t)b.len)
+		return log_errno(errno ? -errno : -EIO, "launcher record '%s'", rec->path);
+	return 0;
+}
+
+int launch_record_init(struct launch_record *rec, pid_t pid)
+{
+	char line[32];
+	struct stat st;
+	int n = snprintf(line, sizeof(line), "init %d\n", (int)pid);
+
+	if (rec->fd < 0)
+		return 0;
+	if (fstat(rec->fd, &st) < 0 || pwrite(rec->fd, line, (size_t)n, st.st_size) != n)
 		return log_errno(errno ? -errno : -EIO, "launcher record '%s'", rec->path);
 	return 0;
 }

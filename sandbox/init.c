@@ -137,11 +137,16 @@ static int step_mount_trees(struct init *in)
 	return recv_fds(in->c->sock, in->fds, 1 + in->sb->n_binds);
 }
 
-static int step_root_ids(struct init *in)
+int init_root_ids(void)
 {
 	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
 		return log_errno(-errno, "become root in the user namespace");
 	return 0;
+}
+
+static int step_root_ids(struct init *in)
+{
+	return init_root_ids();
 }
 
 /* Changing ids clears the parent-death signal: set it again, then make sure
@@ -236,10 +241,15 @@ static void set_rlimit(int res, uint64_t v, const char *what)
 		log_errno(-errno, "rlimit %s", what);
 }
 
+void init_rlimits(const struct sandbox *sb)
+{
+	set_rlimit(RLIMIT_NOFILE, sb->nofile, "nofile");
+	set_rlimit(RLIMIT_CORE, 0, "core");
+}
+
 static int step_rlimits(struct init *in)
 {
-	set_rlimit(RLIMIT_NOFILE, in->sb->nofile, "nofile");
-	set_rlimit(RLIMIT_CORE, 0, "core");
+	init_rlimits(in->sb);
 	return 0;
 }
 
@@ -335,12 +345,15 @@ static int step_descriptors(struct init *in)
 	return 0;
 }
 
-/* Does not return: the command, or its exit code when it cannot start. */
+/* Does not return: the command, or its exit code when it cannot start.
+ * argv[0] is searched in the command's PATH: execvpe reads the caller's
+ * environ, which is the launcher's until set here. */
 static int step_exec(struct init *in)
 {
 	char *const *argv = in->c->argv;
 	int e;
 
+	environ = in->env;
 	execvpe(argv[0], argv, in->env);
 	e = errno;
 	log_errno(-e, "run '%s'", argv[0]);
@@ -354,8 +367,13 @@ struct init_step {
 	int (*run)(struct init *in);
 };
 
-#define I(name, scope, exec, needs, fn) { { name, PLAN_INIT, scope, exec, needs }, fn }
-#define C(name, scope, exec, needs, fn) { { name, PLAN_COMMAND, scope, exec, needs }, fn }
+/* A row marked for an exec ends with its replay (enter.c). */
+#define I(name_, scope_, exec_, needs_, fn, ...) \
+	{ { .name = name_, .side = PLAN_INIT, .scope = scope_, .exec = exec_, .needs = needs_, \
+	    __VA_ARGS__ }, fn }
+#define C(name_, scope_, exec_, needs_, fn, ...) \
+	{ { .name = name_, .side = PLAN_COMMAND, .scope = scope_, .exec = exec_, .needs = needs_, \
+	    __VA_ARGS__ }, fn }
 #define LAUNCH PLAN_SCOPE_LAUNCH
 #define SANDBOX PLAN_SCOPE_SANDBOX
 #define PROCESS PLAN_SCOPE_PROCESS
@@ -365,12 +383,12 @@ struct init_step {
 
 static const struct init_step init_steps[] = {
 	I("parent death", LAUNCH, NONE, 0, step_parent_death),
-	I("join cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups),
-	I("signals", PROCESS, REPLAY, 0, step_signals),
+	I("join cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups, enter_join_cgroups),
+	I("signals", PROCESS, REPLAY, 0, step_signals, enter_signals),
 	I("mount trees", SANDBOX, NONE, 0, step_mount_trees),
-	I("root ids", PROCESS, REPLAY, PLAN_NEEDS_PIDFD, step_root_ids),
+	I("root ids", PROCESS, REPLAY, PLAN_NEEDS_PIDFD, step_root_ids, enter_root_ids),
 	I("launcher alive", LAUNCH, NONE, 0, step_launcher_alive),
-	I("cgroup namespace", SANDBOX, ENTER, PLAN_NEEDS_PIDFD, step_cgroup_ns),
+	I("cgroup namespace", SANDBOX, ENTER, PLAN_NEEDS_PIDFD, step_cgroup_ns, enter_cgroup_ns),
 	I("namespace limits open", SANDBOX, NONE, 0, step_ns_limits_open),
 	I("tmpfs", SANDBOX, NONE, 0, step_tmpfs),
 	I("overlay", SANDBOX, NONE, 0, step_overlay),
@@ -382,29 +400,32 @@ static const struct init_step init_steps[] = {
 	I("hostname", SANDBOX, NONE, 0, step_hostname),
 	I("loopback", SANDBOX, NONE, 0, step_loopback),
 	/* an exec takes the init's root: setns into its mount namespace */
-	I("pivot_root", SANDBOX, ENTER, PLAN_NEEDS_PIDFD, step_pivot_root),
-	I("rlimits", PROCESS, REPLAY, PLAN_NEEDS_POLICY, step_rlimits),
-	I("no_new_privs", PROCESS, REPLAY, 0, step_no_new_privs),
+	I("pivot_root", SANDBOX, ENTER, PLAN_NEEDS_PIDFD, step_pivot_root, enter_pivot_root),
+	I("rlimits", PROCESS, REPLAY, PLAN_NEEDS_POLICY, step_rlimits, enter_rlimits),
+	I("no_new_privs", PROCESS, REPLAY, 0, step_no_new_privs, enter_no_new_privs),
 	/* an exec's rules are the current stage's; the hidden paths' covers
 	 * are the sandbox's mounts, there already */
-	I("landlock", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_STAGE, step_landlock),
-	I("bounding set", PROCESS, REPLAY, 0, step_bounding_set),
-	I("seccomp", PROCESS, REPLAY, PLAN_NEEDS_POLICY, step_seccomp),
+	I("landlock", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_STAGE, step_landlock,
+	  enter_landlock),
+	I("bounding set", PROCESS, REPLAY, 0, step_bounding_set, enter_bounding_set),
+	I("seccomp", PROCESS, REPLAY, PLAN_NEEDS_POLICY, step_seccomp, enter_seccomp),
 	I("namespace limits", SANDBOX, NONE, 0, step_ns_limits),
 	I("ready", LAUNCH, NONE, 0, step_ready),
-	I("not dumpable", PROCESS, REPLAY, 0, step_not_dumpable),
+	I("not dumpable", PROCESS, REPLAY, 0, step_not_dumpable, enter_not_dumpable),
 };
 
 static const struct init_step command_steps[] = {
-	C("session", PROCESS, REPLAY, 0, step_session),
-	C("stdio", PROCESS, REPLAY, PLAN_NEEDS_REQUEST, step_stdio),
-	C("user", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_REQUEST, step_user),
-	C("capabilities", PROCESS, REPLAY, 0, step_capabilities),
+	C("session", PROCESS, REPLAY, 0, step_session, enter_session),
+	C("stdio", PROCESS, REPLAY, PLAN_NEEDS_REQUEST, step_stdio, enter_stdio),
+	C("user", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_REQUEST, step_user, enter_user),
+	C("capabilities", PROCESS, REPLAY, 0, step_capabilities, enter_capabilities),
 	/* an exec's cwd is resolved inside the sandbox's root */
-	C("workdir", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_REQUEST, step_workdir),
-	C("environment", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_REQUEST, step_environment),
-	C("descriptors", PROCESS, REPLAY, 0, step_descriptors),
-	C("exec", PROCESS, REPLAY, PLAN_NEEDS_REQUEST, step_exec),
+	C("workdir", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_REQUEST, step_workdir,
+	  enter_workdir),
+	C("environment", PROCESS, REPLAY, PLAN_NEEDS_POLICY | PLAN_NEEDS_REQUEST, step_environment,
+	  enter_environment),
+	C("descriptors", PROCESS, REPLAY, 0, step_descriptors, enter_descriptors),
+	C("exec", PROCESS, REPLAY, PLAN_NEEDS_REQUEST, step_exec, enter_exec),
 };
 
 const struct plan_step_info *init_step_at(size_t i)

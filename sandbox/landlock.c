@@ -380,64 +380,99 @@ static void rules_destroy(struct rules *rs)
 		close(rs->fd);
 }
 
-int landlock_apply(const struct sandbox *sb)
+/* The policy's paths, each at its level, hidden the paths of hidden. */
+static int collect(const struct sandbox *sb, const struct strv *hidden, struct rules *rs)
+{
+	int r = 0;
+
+	if (!sb->writable_set)
+		r = add_special(rs, "/", LEVEL_RW, true);
+	for (size_t i = 0; r == 0 && i < sb->writable.n; i++)
+		r = add_special(rs, sb->writable.v[i], LEVEL_RW, true);
+	for (size_t i = 0; r == 0 && i < sb->n_binds; i++)
+		if (sb->binds[i].rw)
+			r = add_special(rs, sb->binds[i].dst, LEVEL_RW, true);
+	for (size_t i = 0; r == 0 && i < sb->read_only.n; i++)
+		r = add_special(rs, sb->read_only.v[i], LEVEL_RO, true);
+	for (size_t i = 0; r == 0 && i < hidden->n; i++)
+		r = add_special(rs, hidden->v[i], LEVEL_HIDDEN, false);
+	return r;
+}
+
+static long check_abi(void)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+
+	if (abi < LL_MIN_ABI)
+		return log_error(-EOPNOTSUPP, "landlock: the kernel has ABI %ld, the sandbox needs %d "
+		                 "(set landlock = false to run without)", abi < 0 ? 0 : abi, LL_MIN_ABI);
+	return 0;
+}
+
+/* The ruleset of rs and the policy's ports, in force for the calling
+ * process and every process it starts. */
+static int restrict_self(const struct sandbox *sb, struct rules *rs)
 {
 	struct ll_ruleset_attr attr = {
 		.handled_access_fs = LL_FS_ALL,
 		.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL,
 	};
-	_cleanup_(rules_destroy) struct rules rs = { .fd = -1 };
-	_cleanup_free_ char **hidden_v = NULL;
-	struct strv hidden;
 	_cleanup_close_ int root = -1;
-	long abi;
 	int r;
 
-	if (!sb->landlock)
-		return 0;
-	abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-	if (abi < LL_MIN_ABI)
-		return log_error(-EOPNOTSUPP, "landlock: the kernel has ABI %ld, the sandbox needs %d "
-		                 "(set landlock = false to run without)", abi < 0 ? 0 : abi, LL_MIN_ABI);
 	if (!sb->tcp_bind.any)
 		attr.handled_access_net |= LL_NET_BIND_TCP;
 	if (!sb->tcp_connect.any)
 		attr.handled_access_net |= LL_NET_CONNECT_TCP;
-
-	r = policy_hidden(sb, &hidden);
-	if (r < 0)
-		return r;
-	hidden_v = hidden.v;
-	if (!sb->writable_set)
-		r = add_special(&rs, "/", LEVEL_RW, true);
-	for (size_t i = 0; r == 0 && i < sb->writable.n; i++)
-		r = add_special(&rs, sb->writable.v[i], LEVEL_RW, true);
-	for (size_t i = 0; r == 0 && i < sb->n_binds; i++)
-		if (sb->binds[i].rw)
-			r = add_special(&rs, sb->binds[i].dst, LEVEL_RW, true);
-	for (size_t i = 0; r == 0 && i < sb->read_only.n; i++)
-		r = add_special(&rs, sb->read_only.v[i], LEVEL_RO, true);
-	for (size_t i = 0; r == 0 && i < hidden.n; i++)
-		r = add_special(&rs, hidden.v[i], LEVEL_HIDDEN, false);
-	if (r == 0)
-		r = apply_mounts(&rs);
-	if (r < 0)
-		return r;
-
-	rs.fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
-	if (rs.fd < 0)
+	rs->fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	if (rs->fd < 0)
 		return log_errno(-errno, "landlock: create the ruleset");
 	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return log_errno(-errno, "landlock: open /");
-	r = emit(&rs, root, "/", level_of(&rs, "/"));
+	r = emit(rs, root, "/", level_of(rs, "/"));
 	if (r == 0 && !sb->tcp_bind.any)
-		r = add_ports(rs.fd, LL_NET_BIND_TCP, &sb->tcp_bind);
+		r = add_ports(rs->fd, LL_NET_BIND_TCP, &sb->tcp_bind);
 	if (r == 0 && !sb->tcp_connect.any)
-		r = add_ports(rs.fd, LL_NET_CONNECT_TCP, &sb->tcp_connect);
+		r = add_ports(rs->fd, LL_NET_CONNECT_TCP, &sb->tcp_connect);
 	if (r < 0)
 		return r;
-	if (syscall(SYS_landlock_restrict_self, rs.fd, 0) < 0)
+	if (syscall(SYS_landlock_restrict_self, rs->fd, 0) < 0)
 		return log_errno(-errno, "landlock: restrict the sandbox");
 	return 0;
+}
+
+int landlock_apply(const struct sandbox *sb)
+{
+	_cleanup_(rules_destroy) struct rules rs = { .fd = -1 };
+	_cleanup_free_ char **hidden_v = NULL;
+	struct strv hidden;
+	int r;
+
+	if (!sb->landlock)
+		return 0;
+	r = check_abi();
+	if (r < 0)
+		return r;
+	r = policy_hidden(sb, &hidden);
+	if (r < 0)
+		return r;
+	hidden_v = hidden.v;
+	r = collect(sb, &hidden, &rs);
+	if (r == 0)
+		r = apply_mounts(&rs);
+	return r < 0 ? r : restrict_self(sb, &rs);
+}
+
+int landlock_restrict(const struct sandbox *sb, const struct strv *hidden)
+{
+	_cleanup_(rules_destroy) struct rules rs = { .fd = -1 };
+	int r;
+
+	if (!sb->landlock)
+		return 0;
+	r = check_abi();
+	if (r == 0)
+		r = collect(sb, hidden, &rs);
+	return r < 0 ? r : restrict_self(sb, &rs);
 }

@@ -15,10 +15,15 @@
  * that runs it) and what a process that enters the running sandbox later
  * (an exec) must do about it: nothing, join what the init made (enter), or
  * do it again (replay), and what the replay needs.  plan_exec_steps lists
- * the steps an exec gets, in the order the init ran them.
+ * the steps an exec gets, in the order the init ran them, and each of those
+ * rows carries the function an exec runs for it (enter.c): sandbox_enter
+ * walks that list and nothing else, so a step added to the launch with an
+ * exec mark is one the exec runs too (test_plan checks that every marked
+ * row has its function).
  *
  * The files: launch.c (the host's steps and the loop), init.c (the init's
- * and the command's steps), watch.c (the running sandbox's watch: output,
+ * and the command's steps), enter.c (an exec's entry and the replays),
+ * watch.c (the running sandbox's watch: output,
  * wall clock, signals, cgroup events), binds.c (writable binds lent and
  * given back).
  */
@@ -64,12 +69,18 @@ enum plan_exec {
 #define PLAN_NEEDS_CGROUP   (1u << 3)   /* the sandbox's cgroups, the exec's own beneath */
 #define PLAN_NEEDS_REQUEST  (1u << 4)   /* the exec's request: argv, env, cwd, user, stdio */
 
+struct enter;           /* one exec's entry into a running sandbox (enter.c) */
+
 struct plan_step_info {
 	const char *name;
 	enum plan_side side;
 	enum plan_scope scope;
 	enum plan_exec exec;
 	unsigned needs;         /* PLAN_NEEDS_* for a replay or an entry */
+	/* exec != NONE: what an exec does for the step (enter.c), run where the
+	 * side says: a host row by sandbox_enter's caller, the init's and the
+	 * command's rows by the entered process before its exec; NULL else */
+	int (*replay)(struct enter *e);
 };
 
 /* The i-th step of a launch in the order the steps run: the host's up to
@@ -86,6 +97,36 @@ const char *plan_exec_name(enum plan_exec e);
 /* The init's and the command's steps (init.c); the host's are launch.c's. */
 const struct plan_step_info *init_step_at(size_t i);
 const struct plan_step_info *command_step_at(size_t i);
+
+/* ---- the replays (enter.c), named by their rows ----------------------------- */
+
+int enter_output(struct enter *e);
+int enter_pipes(struct enter *e);
+int enter_stdin(struct enter *e);
+int enter_cgroups(struct enter *e);
+int enter_cgroup_fds(struct enter *e);
+int enter_clone(struct enter *e);
+int enter_cgroup_attach(struct enter *e);
+int enter_watch(struct enter *e);
+int enter_join_cgroups(struct enter *e);
+int enter_signals(struct enter *e);
+int enter_root_ids(struct enter *e);
+int enter_cgroup_ns(struct enter *e);
+int enter_pivot_root(struct enter *e);
+int enter_rlimits(struct enter *e);
+int enter_no_new_privs(struct enter *e);
+int enter_landlock(struct enter *e);
+int enter_bounding_set(struct enter *e);
+int enter_seccomp(struct enter *e);
+int enter_not_dumpable(struct enter *e);
+int enter_session(struct enter *e);
+int enter_stdio(struct enter *e);
+int enter_user(struct enter *e);
+int enter_capabilities(struct enter *e);
+int enter_workdir(struct enter *e);
+int enter_environment(struct enter *e);
+int enter_descriptors(struct enter *e);
+int enter_exec(struct enter *e);
 
 /* ---- the init (init.c) ------------------------------------------------------ */
 
@@ -112,6 +153,10 @@ struct child_ctx {
 /* Run the init's steps, start the command, reap until it ends, report its
  * status on the socket; never returns. */
 __attribute__((noreturn)) void init_main(struct child_ctx *c);
+/* What the init's steps of these names do, for the init and for an exec's
+ * replay alike: root inside (ids 0, no groups); the policy's rlimits. */
+int init_root_ids(void);
+void init_rlimits(const struct sandbox *sb);
 /* Send n descriptors (n may be 0) in one message on a unix socket. */
 int send_fds(int sock, const int *fds, size_t n);
 

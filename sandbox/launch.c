@@ -510,6 +510,11 @@ static void undo_clone(struct launch *l)
 	close_fd(&l->pidfd);
 }
 
+static int step_record_init(struct launch *l)
+{
+	return launch_record_init(&l->rec, l->pid);
+}
+
 static int step_id_maps(struct launch *l)
 {
 	int r = write_map(l->pid, "uid_map", l->ids.uid_base);
@@ -629,8 +634,10 @@ struct host_step {
 	void (*undo)(struct launch *l);   /* NULL: nothing to take back */
 };
 
-#define H(name, scope, exec, needs, run, undo) \
-	{ { name, PLAN_HOST, scope, exec, needs }, run, undo }
+/* A row marked for an exec ends with its replay (enter.c). */
+#define H(name_, scope_, exec_, needs_, run, undo, ...) \
+	{ { .name = name_, .side = PLAN_HOST, .scope = scope_, .exec = exec_, .needs = needs_, \
+	    __VA_ARGS__ }, run, undo }
 #define LAUNCH PLAN_SCOPE_LAUNCH
 #define SANDBOX PLAN_SCOPE_SANDBOX
 #define PROCESS PLAN_SCOPE_PROCESS
@@ -644,26 +651,30 @@ static const struct host_step host_steps[] = {
 	H("check", LAUNCH, NONE, 0, step_check, NULL),
 	H("signals", LAUNCH, NONE, 0, step_signals, undo_signals),
 	/* an exec has output pipes and stdin of its own, from its request */
-	H("output", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_output, undo_output),
-	H("pipes", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_pipes, undo_pipes),
-	H("stdin", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_stdin, undo_stdin),
+	H("output", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_output, undo_output, enter_output),
+	H("pipes", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_pipes, undo_pipes, enter_pipes),
+	H("stdin", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_stdin, undo_stdin, enter_stdin),
 	H("gc", LAUNCH, NONE, 0, step_gc, NULL),
 	H("ids", SANDBOX, NONE, 0, step_ids, undo_ids),
 	H("lend binds", SANDBOX, NONE, 0, step_lend_binds, undo_lend_binds),
 	H("record", LAUNCH, NONE, 0, step_record, undo_record),
 	/* an exec's processes live in a cgroup of their own under the sandbox's */
-	H("cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups, undo_cgroups),
+	H("cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups, undo_cgroups, enter_cgroups),
 	H("network namespace", SANDBOX, NONE, 0, step_netns, undo_netns),
-	H("cgroup fds", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroup_fds, undo_cgroup_fds),
+	H("cgroup fds", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroup_fds, undo_cgroup_fds,
+	  enter_cgroup_fds),
 	/* an exec enters the init's namespaces through its pidfd (setns) and
 	 * is cloned into its own cgroup */
-	H("clone", PROCESS, ENTER, PLAN_NEEDS_PIDFD | PLAN_NEEDS_CGROUP, step_clone, undo_clone),
+	H("clone", PROCESS, ENTER, PLAN_NEEDS_PIDFD | PLAN_NEEDS_CGROUP, step_clone, undo_clone,
+	  enter_clone),
+	H("record init", LAUNCH, NONE, 0, step_record_init, NULL),
 	H("id maps", SANDBOX, NONE, 0, step_id_maps, NULL),
-	H("cgroup attach", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroup_attach, NULL),
+	H("cgroup attach", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroup_attach, NULL,
+	  enter_cgroup_attach),
 	H("network", SANDBOX, NONE, 0, step_network, undo_network),
 	H("mounts", SANDBOX, NONE, 0, step_mounts, NULL),
 	/* an exec is watched for its own timeout and output limit */
-	H("watch", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_watch, NULL),
+	H("watch", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_watch, NULL, enter_watch),
 };
 
 /* Run the steps of rows [from, to) in order, each undo pushed before its

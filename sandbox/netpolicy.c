@@ -711,6 +711,34 @@ static int cover_inside(pid_t pid, const char *path)
 	return 0;
 }
 
+int netpolicy_stage_now(const char *name, char **ret_stage, struct strv *ret_hidden)
+{
+	char dir[128], path[160];
+	_cleanup_close_ int lock = -1;
+	_cleanup_(state_free) struct state st = { 0 };
+	int r;
+
+	if (strchr(name, '/') || name[0] == '.' || !name[0] || strlen(name) > 64)
+		return log_error(-EINVAL, "bad sandbox name '%s'", name);
+	snprintf(dir, sizeof(dir), STATE_ROOT "/%s", name);
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock < 0)
+		return errno == ENOENT ? -ENOENT : log_errno(-errno, "sandbox '%s': lock", name);
+	if (flock(lock, LOCK_SH) < 0)
+		return log_errno(-errno, "sandbox '%s': lock", name);
+	snprintf(path, sizeof(path), "%s/state", dir);
+	r = state_read(path, &st);
+	if (r == -ENOENT)
+		return r;
+	if (r < 0)
+		return log_errno(r, "sandbox '%s': state", name);
+	*ret_stage = TAKE_PTR(st.current);
+	*ret_hidden = st.hidden;
+	st.hidden = (struct strv){ 0 };
+	return 0;
+}
+
 /* ---- the launcher's side ------------------------------------------------ */
 
 static int initial_allow(const struct sandbox *sb, const struct sandbox_addr **ret)

@@ -13,8 +13,6 @@
 #include "lib/lib.h"
 #include "sandbox/sandbox-internal.h"
 
-#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 static int set_str(char **field, const char *value)
 {
 	char *s = strdup(value);
@@ -26,7 +24,7 @@ static int set_str(char **field, const char *value)
 	return 0;
 }
 
-static void strv_free(struct strv *l)
+void strv_free(struct strv *l)
 {
 	for (size_t i = 0; i < l->n; i++)
 		free(l->v[i]);
@@ -173,7 +171,7 @@ static int parse_double(const char *s, double max, double *ret)
 }
 
 /* "UID[:GID]"; GID defaults to UID.  Both below SANDBOX_ID_RANGE. */
-static int parse_user(const char *s, uid_t *uid, gid_t *gid)
+int policy_parse_user(const char *s, uid_t *uid, gid_t *gid)
 {
 	_cleanup_free_ char *u = strdup(s);
 	char *colon;
@@ -534,7 +532,7 @@ static int apply(struct sandbox *sb, const struct field *f, const char *key, con
 	case F_ABSPATH:
 		return v[0] == '/' ? set_str(p, v) : -EINVAL;
 	case F_USER:
-		return parse_user(v, &sb->uid, &sb->gid);
+		return policy_parse_user(v, &sb->uid, &sb->gid);
 	case F_ENV:
 		return add_env(sb, v);
 	case F_BIND:
@@ -740,7 +738,7 @@ int policy_env(const struct sandbox *sb, char ***ret)
 		has_home |= !strncmp(sb->env[i], "HOME=", 5);
 	}
 	if (!has_path)
-		env[n++] = (char *)"PATH=" DEFAULT_PATH;
+		env[n++] = (char *)"PATH=" SANDBOX_DEFAULT_PATH;
 	if (!has_home)
 		env[n++] = (char *)(sb->uid == 0 ? "HOME=/root" : "HOME=/");
 	for (size_t i = 0; i < sb->n_env; i++)

@@ -105,10 +105,16 @@ struct sandbox {
 	char *stage;            /* the stage the sandbox starts in; NULL: the first declared */
 };
 
+/* PATH inside unless the policy's env sets it. */
+#define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 /* The environment the command starts with: PATH and HOME unless the policy
  * sets them, then the policy's env entries.  *ret borrows the strings of sb;
  * free only the array. */
 int policy_env(const struct sandbox *sb, char ***ret);
+
+/* "UID[:GID]" (GID defaults to UID), both below SANDBOX_ID_RANGE.  -EINVAL. */
+int policy_parse_user(const char *s, uid_t *uid, gid_t *gid);
 
 /* ---- cgroups (cgroup.c) ------------------------------------------------- */
 
@@ -245,6 +251,10 @@ struct launch_record {
 int launch_record_open(const struct sandbox_node *n, const char *name, struct launch_record *rec);
 /* List the cgroups of cg in the record; call before making them. */
 int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg);
+/* Note the init's host pid in the record ("init PID"), where there is one:
+ * what finds a running sandbox's init by its name.  Lines other than
+ * "cgroup" ones are not the collector's. */
+int launch_record_init(struct launch_record *rec, pid_t pid);
 /* Close the record, and remove it when what it lists is gone (remove);
  * otherwise it stays for `lazyroot gc`.  Safe on an unopened one. */
 void launch_record_close(struct launch_record *rec, bool remove);
@@ -390,6 +400,11 @@ int seccomp_install(const struct sandbox *sb);
  * policy's file, TCP port and scope rules.  Does nothing when sb->landlock is
  * off.  Fails (logged) when the kernel's Landlock ABI is below 6. */
 int landlock_apply(const struct sandbox *sb);
+/* The same rules for the calling process alone, with hidden (the paths the
+ * stage in force hides, policy's included) instead of the starting stage's,
+ * and no mount: an exec into the running sandbox finds the init's in place
+ * and the covers of a stage switch beside them (netpolicy.c). */
+int landlock_restrict(const struct sandbox *sb, const struct strv *hidden);
 
 /* The paths hidden at the start: the policy's hide list and the starting
  * stage's.  *ret borrows the strings of sb; free only the array. */
@@ -439,5 +454,12 @@ int netpolicy_setup(const struct sandbox *sb, const char *name, pid_t pid, const
                     struct net_state *ns);
 /* Detach, delete and remove everything of ns; idempotent. */
 void netpolicy_teardown(struct net_state *ns);
+/* The stage in force now in the running sandbox name and every path hidden
+ * so far (the policy's, the starting stage's, those of each switch), read
+ * from its state under its lock, so that no switch is half-way meanwhile.
+ * *ret_stage and the strings of *ret_hidden are malloc'd (strv_free).
+ * -ENOENT when the sandbox has no state (it declares no stages). */
+int netpolicy_stage_now(const char *name, char **ret_stage, struct strv *ret_hidden);
+void strv_free(struct strv *l);
 
 #endif

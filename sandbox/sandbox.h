@@ -195,4 +195,57 @@ struct sandbox_pool_gc_result {
 int sandbox_pool_gc(const struct sandbox_node *n, double max_idle,
                     struct sandbox_pool_gc_result *ret);
 
+/* ---- entering a running sandbox (enter.c) ---------------------------------- */
+
+/* One process to start inside a running sandbox, from the host (root).
+ * Every descriptor is borrowed: sandbox_enter closes none of the caller's. */
+struct sandbox_enter_req {
+	const struct sandbox *sb;      /* the sandbox's policy, as it was launched */
+	const char *name;              /* the sandbox's name (its stage state); NULL: sb's */
+	int init_pidfd;                /* the sandbox's init */
+	int cgroup_fd;                 /* the exec's cgroup2 directory, at or beneath the
+	                                * init's (CLONE_INTO_CGROUP; its BPF programs apply);
+	                                * -1 only when the init has no cgroup2 directory */
+	const char *const *v1_cgroups; /* v1 cgroup directories the exec joins (the
+	                                * sandbox's memory, pids, cpu), NULL-terminated;
+	                                * NULL: none */
+	char *const *argv;             /* argv[0] searched in the exec's PATH */
+	char *const *env;              /* NAME=VALUE, added to the policy's environment (a
+	                                * NAME given replaces the policy's); NULL: none */
+	const char *cwd;               /* absolute, resolved inside the sandbox's root;
+	                                * NULL: the policy's workdir */
+	const char *user;              /* "UID[:GID]" inside; NULL: the policy's user */
+	int stdio[3];                  /* the exec's stdin, stdout, stderr; -1: the
+	                                * sandbox's /dev/null */
+	/* Set: instead of exec'ing argv, the process runs fn(ud), confined exactly
+	 * the same way, and exits with its return value (0..255). */
+	int (*fn)(void *ud);
+	void *ud;
+};
+
+/* Start r's process inside the running sandbox with the confinement the
+ * sandbox's processes have, replayed step by step from the launch plan
+ * (launch-internal.h, plan_exec_steps): the init's namespaces (user, mnt,
+ * pid, ipc, uts, net, cgroup) entered through its pidfd, born in r's
+ * cgroup2 directory and joined to its v1 ones, root inside, rlimits,
+ * no_new_privs, the Landlock rules of the stage in force now (read from
+ * the sandbox's stage state under its lock), an empty bounding set,
+ * seccomp, r's user or the policy's, no capabilities, cwd resolved with
+ * openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS), the policy's
+ * environment with r's added, and no descriptor but stdio.  The helper that
+ * enters is not dumpable from before it enters, so no sandbox process can
+ * ptrace or read it (nor the new process before its exec).
+ *
+ * Returns 0 once argv was exec'd (or fn started), with the pidfd of the new
+ * process in *ret_pidfd (the caller's, to close) and its pid on the host in
+ * *ret_pid (may be NULL).  The process is the caller's child (the helper
+ * clones it with CLONE_PARENT): reap it with waitid(P_PIDFD) for its status
+ * and rusage.  An exec that fails (no such program) is a started process
+ * that exits 127 (126: not executable), as `lazyroot run` does.  -errno
+ * (logged, naming the step) when the process could not be entered or set
+ * up; nothing of it is left then.  Forks: call it from a single-threaded
+ * process that does not ignore SIGCHLD nor reap children it did not start
+ * while the call runs.  Needs root. */
+int sandbox_enter(const struct sandbox_enter_req *r, pid_t *ret_pid, int *ret_pidfd);
+
 #endif

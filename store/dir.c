@@ -4,6 +4,8 @@
  *   ROOT/chunks/ab/abcdef…   chunks, fanned out by the first two hex digits
  *   ROOT/indexes/<hex>       indexes
  *   ROOT/tags/<name>:<tag>   tags (names may hold '/': subdirectories)
+ *   ROOT/signatures/<name>:<tag>  a tag's signature (store.h, "Signed tags"); replaced
+ *                            by a rename when signed again
  *   ROOT/profiles/<hex>      access profiles, named by their index; replaced by a
  *                            rename when pushed again
  *   ROOT/packs/<hex>         packs: an image's chunks in one file (store.h), written

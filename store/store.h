@@ -10,7 +10,8 @@
  *   URL,URL,…              mirrors: see "Mirrors" below
  *
  * Keys are '/'-separated names: "chunks/<32 hex>", "indexes/<32 hex>",
- * "tags/<name>:<tag>", "profiles/<32 hex>" (the access profile of that index,
+ * "tags/<name>:<tag>", "signatures/<name>:<tag>" (the tag's signature: "Signed
+ * tags" below), "profiles/<32 hex>" (the access profile of that index,
  * image/FORMAT.md; replaced when pushed again), "packs/<32 hex>" (that
  * index's chunks in one object, image/FORMAT.md "Packs": `dir:` stores only,
  * see "Packs" below).  A backend maps them to its own layout (the dir
@@ -258,6 +259,50 @@ int store_get_index(struct store *s, const char *hex, struct buf *out);
  * than copied: a `dir:` store only.  -EOPNOTSUPP (not logged) from a store
  * that does not keep its objects as local files; other errors are logged. */
 int store_open_index(struct store *s, const char *hex);
+
+/* ---- signed tags (store/tagsig.c; image/FORMAT.md, "Signed tags") ----------- */
+
+/*
+ * A signed tag is the tag's own object and, beside it, "signatures/<name>:<tag>":
+ * the tag's name, the SHA-256 of the index's bytes, a version that only grows,
+ * when it was signed and when it expires, the signing key's id, and an
+ * Ed25519 signature over all of them.  It is written after the tag's own
+ * object, so a signature never names an index that is not in the store; a
+ * reader that sees the tag moved and the signature not yet (or an old one)
+ * finds the digest does not match and refuses the tag until it is.
+ */
+#define STORE_SIG_DEFAULT_EXPIRES_S (90 * 86400)  /* build --sign, image sign */
+#define STORE_TAG_NAME_MAX 400    /* "name:tag" with its NUL: 255 + 1 + 128 + 1, rounded */
+struct sign_key;
+struct store_tag_sig {
+	char tag[STORE_TAG_NAME_MAX];   /* "name:tag", the tag spelled out (":latest" too) */
+	uint8_t digest[32];             /* SHA-256 of the index's bytes */
+	uint64_t version;               /* at least 1 */
+	int64_t signed_at, expires_at;  /* seconds since the epoch */
+	uint8_t key_id[32];             /* SHA-256 of the signing key's public bytes */
+	uint8_t sig[64];                /* Ed25519 over store_tag_sig_payload() */
+};
+/* "name[:tag]" → "signatures/name:tag"; errors as store_tag_key. */
+int store_sig_key(const char *ref, char *out, size_t outlen);
+/* "name[:tag]" → "name:tag" (":latest" when no tag is given); -EINVAL. */
+int store_tag_name(const char *ref, char out[STORE_TAG_NAME_MAX]);
+/* The bytes a signature covers (appended to out). */
+int store_tag_sig_payload(const struct store_tag_sig *t, struct buf *out);
+/* The signature object (JSON and a newline, appended to out). */
+int store_tag_sig_encode(const struct store_tag_sig *t, struct buf *out);
+/* Parse a signature object: 0, or -EBADMSG with *why a static phrase. */
+int store_tag_sig_parse(const void *data, size_t len, struct store_tag_sig *t, const char **why);
+/* Read ref's signature from s: 0; -ENOENT (not logged): the tag is
+ * unsigned; other errors logged, naming the image and the store. */
+int store_tag_sig_get(struct store *s, const char *ref, struct store_tag_sig *t);
+/* 0 when t's signature is pub's over t's payload; -EBADMSG when not. */
+int store_tag_sig_verify(const struct store_tag_sig *t, const uint8_t pub[32]);
+/* Sign tag ref of s with k (a private key): the index it names now, the
+ * version after the one the store's signature has (1 for none), expiring
+ * expires_in seconds from now; written beside the tag.  ret (may be NULL)
+ * gets what was signed.  Logs its errors, naming the image. */
+int store_tag_sign(struct store *s, const char *ref, const struct sign_key *k,
+                   int64_t expires_in, struct store_tag_sig *ret);
 
 /* ---- packs ----------------------------------------------------------------- */
 

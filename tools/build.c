@@ -6,6 +6,7 @@
 #include "image/image.h"
 #include "lib/json.h"
 #include "lib/lib.h"
+#include "lib/sign.h"
 #include "store/store.h"
 #include "tools/tools.h"
 
@@ -43,6 +44,8 @@ static void usage(FILE *f)
 	        "  --threads N        worker threads (default: one per core)\n"
 	        "  --pack             also write the image's pack: its chunks in one file, which\n"
 	        "                     a mount reads its misses from (dir: stores only)\n"
+	        "  --sign FILE        sign the tag with the private key FILE (`lazyroot key\n"
+	        "                     generate`), valid for 90 days, after the tag is written\n"
 	        "  --json             print a summary as JSON on stdout\n"
 	        "  --no-progress      no progress bar even on a terminal\n"
 	        "  -h, --help         this text\n",
@@ -104,7 +107,7 @@ static int registry_setup(const struct node_config *c, struct registry_params *r
 int cmd_build(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_TAG, O_PLATFORM, O_MIN, O_AVG, O_MAX, O_LEVEL,
-	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG, O_PACK, O_CREDS, O_PLAIN_HTTP };
+	       O_THREADS, O_JSON, O_NOPROG, O_CONFIG, O_PACK, O_CREDS, O_PLAIN_HTTP, O_SIGN };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "s3-endpoint", required_argument, NULL, O_S3_ENDPOINT },
@@ -121,6 +124,7 @@ int cmd_build(int argc, char **argv)
 		{ "pack", no_argument, NULL, O_PACK },
 		{ "creds", required_argument, NULL, O_CREDS },
 		{ "plain-http", no_argument, NULL, O_PLAIN_HTTP },
+		{ "sign", required_argument, NULL, O_SIGN },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -132,7 +136,9 @@ int cmd_build(int argc, char **argv)
 	struct tools_flags fl = { 0 };
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct store_options so;
-	const char *tag = NULL, *config_path = NULL, *source;
+	const char *tag = NULL, *config_path = NULL, *sign_path = NULL, *source;
+	struct sign_key skey = { 0 };
+	struct store_tag_sig sig;
 	struct registry_params rp = { 0 };
 	_cleanup_free_ char *docker_config = NULL;
 	bool json = false, noprog = false;
@@ -176,6 +182,7 @@ int cmd_build(int argc, char **argv)
 			rp.creds = optarg;
 			break;
 		case O_PLAIN_HTTP: rp.plain_http = true; break;
+		case O_SIGN: sign_path = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -199,6 +206,9 @@ int cmd_build(int argc, char **argv)
 		}
 	}
 	if (config_path && read_config(config_path, &config) < 0)
+		return 2;
+	/* the key is read before anything is built: a bad one stops the build */
+	if (sign_path && sign_key_load_private(sign_path, &skey) < 0)
 		return 2;
 	/* --config is the image's config here: the node's settings come from
 	 * $LAZYROOT_CONFIG or the default file */
@@ -231,6 +241,9 @@ int cmd_build(int argc, char **argv)
 	}
 	if (r == 0)
 		r = build_finish(b, tag, &sum);
+	if (r == 0 && sign_path)
+		r = store_tag_sign(s, tag, &skey, STORE_SIG_DEFAULT_EXPIRES_S, &sig);
+	sign_key_wipe(&skey);
 	build_free(b);
 	store_free(s);
 	if (r < 0)
@@ -260,6 +273,8 @@ int cmd_build(int argc, char **argv)
 		       format_size(sum.bytes_in, a, sizeof(a)), (unsigned long long)sum.chunks,
 		       (unsigned long long)sum.chunks_new, format_size(sum.bytes_stored, bb, sizeof(bb)),
 		       pk, sum.seconds);
+		if (sign_path)
+			printf("%s: signed, version %llu\n", tag, (unsigned long long)sig.version);
 	}
 	return 0;
 }

@@ -26,6 +26,14 @@ void tools_flag(struct tools_flags *f, const char *flag, const char *value)
 		f->n++;
 }
 
+void tools_flag_add(struct tools_flags *f, const char *flag, const char *value)
+{
+	if (f->n < TOOLS_FLAGS_MAX) {
+		f->v[f->n].flag = flag;
+		f->v[f->n++].value = value;
+	}
+}
+
 int tools_settings(const struct tools_flags *f, struct node_config *c)
 {
 	int r = node_config_setup(c, f->config);

@@ -17,6 +17,7 @@
 #include "image/image.h"
 #include "lib/json.h"
 #include "lib/lib.h"
+#include "lib/sha256.h"
 #include "node/config.h"
 #include "lib/loop.h"
 #include "store/store.h"
@@ -31,6 +32,7 @@ static void usage(FILE *f)
 	        "       lazyroot image pack REF [--store URL] [--json]\n"
 	        "       lazyroot image rm REF... [--store URL] [--s3-endpoint URL]\n"
 	        "       lazyroot image copy REF --from URL --to URL [--s3-endpoint URL] [--json]\n"
+	        "       lazyroot image sign NAME[:TAG] --key FILE [--expires DURATION] [--store URL]\n"
 	        "\n"
 	        "REF is NAME[:TAG] or an index name (32 hex digits).\n"
 	        "  ls        the tags in the store and the index each names\n"
@@ -43,6 +45,10 @@ static void usage(FILE *f)
 	        "            `lazyroot store gc`, unless a node still mounts it (said then)\n"
 	        "  copy      copy an image between stores: the chunks the target lacks (checked,\n"
 	        "            many at once), then the index, its profile and pack, then the tag\n"
+	        "            and its signature\n"
+	        "  sign      sign the tag with the private key FILE (`lazyroot key generate`):\n"
+	        "            the index it names now, the next version, valid for DURATION\n"
+	        "            (a number with s, m or h; default 90 days; 0: already expired)\n"
 	        "\n"
 	        "  --store URL   chunk store (default: $LAZYROOT_STORE, else %s)\n"
 	        "  --s3-endpoint URL\n"
@@ -627,6 +633,34 @@ static int copy_small(struct store *src, struct store *dst, const char *key)
 	return 1;
 }
 
+/* The tag's signature from src to dst, after the tag (store.h, "Signed
+ * tags"), when src has one that names the index copied (index: its bytes):
+ * 1 copied, 0 none (or one for another index: the tag moved in src since it
+ * was read, said). */
+static int copy_signature(struct store *src, struct store *dst, const char *ref,
+                          const struct buf *index)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct store_tag_sig t;
+	uint8_t digest[SHA256_SIZE];
+	char key[STORE_TAG_NAME_MAX + 16];
+	int r = store_tag_sig_get(src, ref, &t);
+
+	if (r == -ENOENT)
+		return 0;
+	r = r ?: sha256(index->data, index->len, digest);
+	if (r < 0)
+		return r;
+	if (memcmp(digest, t.digest, sizeof(digest))) {
+		log_msg(LOG_WARN, "image '%s': the signature in '%s' is for another index; not "
+		        "copied (sign the copy with `lazyroot image sign`)", ref, store_url(src));
+		return 0;
+	}
+	r = store_sig_key(ref, key, sizeof(key));
+	r = r ?: copy_small(src, dst, key);
+	return r;
+}
+
 static int image_copy(const char *ref, const char *from, const char *to, bool json,
                       const struct node_config *cfg)
 {
@@ -642,7 +676,7 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 	char **keys = NULL, key[1200];
 	uint64_t pack_bytes = 0;
 	size_t n = 0;
-	bool tagged = false, profile = false, pack = false;
+	bool tagged = false, profile = false, pack = false, signature = false;
 	int r;
 
 	/* both stores on one loop, so that reading one and writing the other overlap;
@@ -738,23 +772,29 @@ static int image_copy(const char *ref, const char *from, const char *to, bool js
 			goto out;
 		}
 		tagged = true;
+		r = copy_signature(src, dst, ref, &l.data);
+		if (r < 0)
+			goto out;
+		signature = r == 1;
 	}
 	{
 		double secs = (double)(now_ns() - c.started) / 1e9;
 		char b[32];
 
 		if (json)
-			(void)json_pack_file(stdout, "{s:s, s:o, s:o, s:o, s:o, s:b, s:o, s:b, s:o}",
+			(void)json_pack_file(stdout, "{s:s, s:o, s:o, s:o, s:o, s:b, s:o, s:b, s:b, s:o}",
 			                     "index", l.hex, "chunks", json_u64(rep.objects),
 			                     "present", json_u64(rep.present), "sent",
 			                     json_u64(rep.copied), "bytes_sent", json_u64(rep.bytes),
 			                     "profile", profile, "pack_bytes", json_u64(pack_bytes),
-			                     "tagged", tagged, "seconds", json_fixed(secs, 3));
+			                     "tagged", tagged, "signed", signature,
+			                     "seconds", json_fixed(secs, 3));
 		else
-			printf("%s → %s: %llu chunks, %llu sent (%s), %llu there already%s%s, %.2f s\n",
-			       ref, to, (unsigned long long)rep.objects, (unsigned long long)rep.copied,
-			       format_size(rep.bytes, b, sizeof(b)), (unsigned long long)rep.present,
-			       profile ? ", profile" : "", pack ? ", pack" : "", secs);
+			printf("%s → %s: %llu chunks, %llu sent (%s), %llu there already%s%s%s, "
+			       "%.2f s\n", ref, to, (unsigned long long)rep.objects,
+			       (unsigned long long)rep.copied, format_size(rep.bytes, b, sizeof(b)),
+			       (unsigned long long)rep.present, profile ? ", profile" : "",
+			       pack ? ", pack" : "", signature ? ", signature" : "", secs);
 	}
 out:
 	store_lease_end(lease);
@@ -819,6 +859,8 @@ int cmd_image(int argc, char **argv)
 
 	if (argc >= 2 && !strcmp(argv[1], "copy"))
 		return image_copy_main(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "sign"))
+		return cmd_image_sign(argc, argv);
 	r = tools_verb_parse(argc, argv, usage, &o);
 	if (r >= 0)
 		return r;

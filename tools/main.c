@@ -69,6 +69,7 @@ static const struct tools_command commands[] = {
 	{ "run", cmd_run, "run a command in a fresh, disposable sandbox" },
 	{ "policy", cmd_policy, "tighten a running sandbox: switch it to a later stage" },
 	{ "profile", cmd_profile, "record, combine, store and show access profiles" },
+	{ "key", cmd_key, "make a key pair for signing tags" },
 	{ "store", cmd_store, "collect garbage in a store and verify that it is whole" },
 	{ "node", cmd_node, "the node service: serves every image mount, survives its own crash" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },

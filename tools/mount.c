@@ -79,6 +79,9 @@ static void mount_usage(FILE *f)
 	        "                     $LAZYROOT_PROFILE_INFLIGHT fetches at once, default %d)\n"
 	        "  --socket PATH      the node's control socket (default: $LAZYROOT_SOCKET,\n"
 	        "                     else %s)\n"
+	        "  --trust-key FILE.pub  accept REF's tag signed by this key (repeatable; adds\n"
+	        "                     to the trust_keys setting)\n"
+	        "  --require-signed   refuse REF when its tag is not signed by a trusted key\n"
 	        "  -h, --help         this text\n",
 	        NODE_CONFIG_DEFAULT_PATH, STORE_DEFAULT_URL, CACHE_DEFAULT_DIR,
 	        NODE_DEFAULT_READAHEAD, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000,
@@ -106,7 +109,7 @@ int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
 	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_FETCH_TIMEOUT,
-	       O_RECORD, O_NOPROFILE, O_SOCKET, O_CONFIG };
+	       O_RECORD, O_NOPROFILE, O_SOCKET, O_CONFIG, O_TRUST_KEY, O_REQUIRE_SIGNED };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, O_CONFIG },
 		{ "store", required_argument, NULL, O_STORE },
@@ -124,6 +127,8 @@ int cmd_mount(int argc, char **argv)
 		{ "record-profile", required_argument, NULL, O_RECORD },
 		{ "no-profile", no_argument, NULL, O_NOPROFILE },
 		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "trust-key", required_argument, NULL, O_TRUST_KEY },
+		{ "require-signed", no_argument, NULL, O_REQUIRE_SIGNED },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -156,6 +161,8 @@ int cmd_mount(int argc, char **argv)
 		case O_RECORD: record = optarg; break;
 		case O_NOPROFILE: tools_flag(&fl, "--no-profile", NULL); break;
 		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
+		case O_TRUST_KEY: tools_flag_add(&fl, "--trust-key", optarg); break;
+		case O_REQUIRE_SIGNED: tools_flag(&fl, "--require-signed", NULL); break;
 		case 'h': mount_usage(stdout); return 0;
 		default: mount_usage(stderr); return 2;
 		}

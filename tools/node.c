@@ -47,7 +47,8 @@ static void usage(FILE *f)
 	        "  --log FILE         stderr goes to FILE once the node serves\n"
 	        "\n"
 	        "  status [--json]    pids (worker serving FUSE, holder), uptime, takeovers,\n"
-	        "                     mounts (image, store, mountpoint, open files)\n"
+	        "                     mounts (image, store, mountpoint, open files), signed\n"
+	        "                     tags verified and refused (by reason)\n"
 	        "  stop               unmount every mount of the node and end it (one with\n"
 	        "                     another mount over it is left there, its connection\n"
 	        "                     ended); exits 0 when no node answers\n"
@@ -99,6 +100,23 @@ static int status_cmd(const char *socket, bool json)
 	mounts = json_object_get(j, "mounts");
 	printf("node %s: worker pid %lld, holder pid %lld, up %.1f s, %lld takeovers, %zu mounts\n",
 	       socket, (long long)pid, (long long)hpid, up, (long long)tk, json_array_size(mounts));
+	{
+		const json_t *t = json_object_get(j, "trust"), *v;
+		const char *k;
+		int64_t n = 0, sum = 0;
+
+		(void)json_int(json_object_get(t, "verified"), &n);
+		printf("signed tags: %lld mounts verified, refused:", (long long)n);
+		json_object_foreach ((json_t *)json_object_get(t, "refused"), k, v) {
+			int64_t c = 0;
+
+			(void)json_int(v, &c);
+			sum += c;
+			if (c)
+				printf(" %s %lld", k, (long long)c);
+		}
+		printf("%s\n", sum ? "" : " none");
+	}
 	if (json_array_size(mounts))
 		printf("%-24s %-32s %-6s %s\n", "image", "store", "open", "mountpoint");
 	for (size_t i = 0; i < json_array_size(mounts); i++) {

@@ -52,6 +52,9 @@ static void usage(FILE *f)
 	        "                       $LAZYROOT_IMAGES, else %s)\n"
 	        "  --socket PATH        the node's control socket (default: $LAZYROOT_SOCKET,\n"
 	        "                       else %s)\n"
+	        "  --trust-key FILE.pub accept IMAGE's tag signed by this key (repeatable; adds\n"
+	        "                       to the trust_keys setting)\n"
+	        "  --require-signed     refuse IMAGE when its tag is not signed by a trusted key\n"
 	        "  --config FILE        the node's settings (default: $LAZYROOT_CONFIG, else\n"
 	        "                       %s; docs/settings.md)\n"
 	        "  --rootfs DIR         a root filesystem directory instead of IMAGE\n"
@@ -186,7 +189,8 @@ int cmd_run(int argc, char **argv)
 {
 	enum { O_ROOTFS = 256, O_POLICY, O_SET, O_ENV, O_WORKDIR, O_USER, O_BIND, O_HOSTNAME,
 	       O_NAME, O_MEMORY, O_PIDS, O_CPUS, O_NOFILE, O_TMPFS, O_TIMEOUT, O_OUTPUT, O_ALLOW,
-	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG, O_JSON_FD, O_SOCKET };
+	       O_STAGE, O_JSON, O_STORE, O_CACHE, O_IMAGES, O_CONFIG, O_JSON_FD, O_SOCKET,
+	       O_TRUST_KEY, O_REQUIRE_SIGNED };
 	static const struct option opts[] = {
 		{ "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -212,6 +216,8 @@ int cmd_run(int argc, char **argv)
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "images", required_argument, NULL, O_IMAGES },
 		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "trust-key", required_argument, NULL, O_TRUST_KEY },
+		{ "require-signed", no_argument, NULL, O_REQUIRE_SIGNED },
 		{ "config", required_argument, NULL, O_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -271,6 +277,8 @@ int cmd_run(int argc, char **argv)
 		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
 		case O_IMAGES: tools_flag(&fl, "--images", optarg); break;
 		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
+		case O_TRUST_KEY: tools_flag_add(&fl, "--trust-key", optarg); break;
+		case O_REQUIRE_SIGNED: tools_flag(&fl, "--require-signed", NULL); break;
 		case O_CONFIG: fl.config = optarg; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');

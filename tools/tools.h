@@ -20,6 +20,9 @@ int cmd_profile(int argc, char **argv);
 int cmd_store(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_node(int argc, char **argv);
+int cmd_key(int argc, char **argv);
+/* `lazyroot image sign` (tools/sign.c): argv[1] is "sign". */
+int cmd_image_sign(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {
@@ -50,6 +53,9 @@ struct tools_flags {
 /* Note flag (spelled as docs/settings.md spells it: "--cache-size") with its
  * value; NULL for a --no-… switch. */
 void tools_flag(struct tools_flags *f, const char *flag, const char *value);
+/* Note flag once more, keeping its earlier values: for flags that add to a
+ * list (--trust-key).  Past TOOLS_FLAGS_MAX in all, the rest are dropped. */
+void tools_flag_add(struct tools_flags *f, const char *flag, const char *value);
 /* The command's settings, read once: node_config_setup() with f->config, then
  * f's flags in order.  Errors are logged (one line naming the file and line,
  * the variable or the flag); c is then destroyed. */

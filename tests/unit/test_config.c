@@ -2,6 +2,7 @@
  * file, each error message (file, line, key), precedence of file, environment
  * and flags, sizes and durations, a dump read back, and docs/settings.md
  * agreeing with the key table both ways. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +250,45 @@ static void test_config__set(void **state)
 	assert_int_equal(node_config_set(&c, "s3_endpoint", "http://127.0.0.1:7480", NULL), 0);
 	assert_int_equal(node_config_set(&c, "s3_endpoint", "", NULL), 0);
 	assert_null(c.s3_endpoint);
+	node_config_destroy(&c);
+}
+
+/* trust_keys: absolute paths, optionally for one store; each --trust-key adds one (a relative
+ * path taken from the current directory); --require-signed turns its switch on. */
+static void test_config__trust_keys(void **state)
+{
+	struct node_config c;
+	char cwd[PATH_MAX], want[PATH_MAX + 64];
+
+	node_config_init(&c);
+	assert_null(c.trust_keys);
+	assert_false(c.require_signed);
+	assert_int_equal(node_config_set(&c, "trust_keys", "/k/a.pub dir:/s=/k/b.pub", NULL), 0);
+	assert_string_equal(c.trust_keys, "/k/a.pub dir:/s=/k/b.pub");
+	/* a store URL may hold '=': the path is after the last "=/" */
+	assert_int_equal(node_config_set(&c, "trust_keys", "http://h/s?a=b=/k/c.pub", NULL), 0);
+	capture_begin();
+	assert_int_equal(node_config_set(&c, "trust_keys", "/k/a.pub k.pub", "node.conf:2: "
+	                                 "trust_keys"), -EINVAL);
+	assert_string_equal(capture_end(), "lazyroot: node.conf:2: trust_keys: 'k.pub': want "
+	                    "/FILE.pub or STORE=/FILE.pub, an absolute path\n");
+	capture_begin();
+	assert_int_equal(node_config_set(&c, "trust_keys", "=/k/a.pub", NULL), -EINVAL);
+	(void)capture_end();
+	assert_int_equal(node_config_set(&c, "trust_keys", "/k/a.pub", NULL), 0);
+	assert_int_equal(node_config_set_flag(&c, "--trust-key", "rel.pub"), 0);
+	assert_int_equal(node_config_set_flag(&c, "--trust-key", "dir:/s=/k/b.pub"), 0);
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	snprintf(want, sizeof(want), "/k/a.pub %s/rel.pub dir:/s=/k/b.pub", cwd);
+	assert_string_equal(c.trust_keys, want);
+	capture_begin();
+	assert_int_equal(node_config_set_flag(&c, "--trust-key", "a b.pub"), -EINVAL);
+	(void)capture_end();
+	assert_int_equal(node_config_set_flag(&c, "--require-signed", NULL), 0);
+	assert_true(c.require_signed);
+	/* a --no-… switch still turns its setting off */
+	assert_int_equal(node_config_set_flag(&c, "--no-profile", NULL), 0);
+	assert_false(c.profile);
 	node_config_destroy(&c);
 }
 
@@ -518,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_config__file),
 		cmocka_unit_test(test_config__errors),
 		cmocka_unit_test(test_config__set),
+		cmocka_unit_test(test_config__trust_keys),
 		cmocka_unit_test(test_config__env),
 		cmocka_unit_test(test_config__precedence),
 		cmocka_unit_test(test_config__sizes_and_durations),

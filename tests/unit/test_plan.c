@@ -2,7 +2,8 @@
  * steps in the order a launch runs them, and the list an exec into a running
  * sandbox gets (plan_exec_steps) against what the init and the command get:
  * every per-process step of theirs, in their order, with what its replay
- * needs; none of the init's own bookkeeping. */
+ * needs; none of the init's own bookkeeping; and every row an exec gets
+ * carries the replay sandbox_enter runs for it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,11 +133,34 @@ static void test_plan__exec_is_what_the_init_gets(void **state)
 	free(v);
 }
 
+/* sandbox_enter runs the rows themselves: each row an exec gets carries
+ * the function it runs for it, and no other row has one (a new step marked
+ * for an exec without its replay fails here, not in a sandbox). */
+static void test_plan__every_exec_row_has_its_replay(void **state)
+{
+	const struct plan_step_info *s;
+
+	(void)state;
+	for (size_t i = 0; (s = plan_step_at(i)); i++) {
+		if (s->exec != PLAN_EXEC_NONE && !s->replay)
+			fail_msg("%s step '%s' is marked %s but has no replay", plan_side_name(s->side),
+			         s->name, plan_exec_name(s->exec));
+		if (s->exec == PLAN_EXEC_NONE && s->replay)
+			fail_msg("%s step '%s' is not an exec's but has a replay",
+			         plan_side_name(s->side), s->name);
+		for (size_t j = 0; j < i && s->replay; j++)
+			if (plan_step_at(j)->replay == s->replay)
+				fail_msg("steps '%s' and '%s' share one replay", plan_step_at(j)->name,
+				         s->name);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan__order),
 		cmocka_unit_test(test_plan__exec_is_what_the_init_gets),
+		cmocka_unit_test(test_plan__every_exec_row_has_its_replay),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

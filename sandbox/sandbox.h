@@ -56,6 +56,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct sandbox;
 
@@ -247,5 +248,42 @@ struct sandbox_enter_req {
  * process that does not ignore SIGCHLD nor reap children it did not start
  * while the call runs.  Needs root. */
 int sandbox_enter(const struct sandbox_enter_req *r, pid_t *ret_pid, int *ret_pidfd);
+
+/* ---- files in and out of a sandbox (sandbox/files.c) -------------------------
+ *
+ * Put and get one file, or a directory as a tar stream (ustar and pax; GNU
+ * long names read).  Each runs in a process that sandbox_enter() has
+ * confined (its fn): paths are the sandbox's own, resolved inside its root
+ * and never through a magic link (/proc/PID/root, /proc/self/fd/N); the
+ * sandbox's hide and read_only rules and its user's rights hold.  Errors are
+ * one line on stderr naming the path and what failed, and a -errno return:
+ * nothing is left half-written (temporary names are removed), and nothing
+ * outside the target changes.  sandbox/POLICY.md, "Files", says what each
+ * refuses. */
+
+/* Byte and entry limits of one transfer; a zero field (or NULL limits) takes
+ * the default below. */
+struct sandbox_files_limits {
+	uint64_t max_bytes;     /* file data, summed over an archive's members */
+	uint64_t max_entries;   /* members of an archive */
+};
+#define SANDBOX_FILES_MAX_BYTES   ((uint64_t)1 << 30)
+#define SANDBOX_FILES_MAX_ENTRIES 100000
+
+/* Write in_fd's bytes (to its end) to path, with mode's permission bits
+ * (setuid, setgid and sticky dropped), through a temporary name renamed over
+ * any file or symlink there; a directory there is refused.  parents: make
+ * missing parent directories (0755 less the umask), one at a time, none
+ * through a symlink.  -EFBIG past max_bytes. */
+int sandbox_file_put(int in_fd, const char *path, mode_t mode, bool parents,
+                     const struct sandbox_files_limits *lim);
+/* Copy the regular file at path to out_fd; anything else (a directory, a
+ * fifo: never opened for blocking) is refused.  -EFBIG past max_bytes. */
+int sandbox_file_get(int out_fd, const char *path, const struct sandbox_files_limits *lim);
+/* Extract the tar stream on in_fd into dir (made with its parents when
+ * missing). */
+int sandbox_tar_put(int in_fd, const char *dir, const struct sandbox_files_limits *lim);
+/* Write dir's tree to out_fd as a tar stream, names relative to dir. */
+int sandbox_tar_get(int out_fd, const char *dir, const struct sandbox_files_limits *lim);
 
 #endif

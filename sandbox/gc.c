@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "lib/lib.h"
+#include "sandbox/keeper-internal.h"
 #include "sandbox/sandbox-internal.h"
 
 #define RUN_DIR "/run/lazyroot"
@@ -276,6 +277,8 @@ int sandbox_gc(const struct sandbox_node *n, void (*removed)(const char *name, v
 	}
 	closedir(d);
 out:
+	/* after the records: a killed keeper's cgroups are gone by now */
+	service_gc(n);
 	if (ret)
 		*ret = res;
 	return res.failed ? -EBUSY : 0;

@@ -66,7 +66,7 @@ struct kexec {
 	bool truncated;
 	const char *killed_by;  /* NULL, "time", "output", "memory", "pids", "sandbox" */
 	uint64_t start, deadline;   /* ns; deadline 0: none */
-	char cgpath[PATH_MAX];
+	char cgpath[2048];
 	bool reaped;
 	siginfo_t si;
 	struct rusage ru;
@@ -85,7 +85,7 @@ struct keeper {
 	struct launch l;
 	struct sandbox_result res;
 	char id[SANDBOX_SERVICE_ID_MAX + 1];
-	char dir[PATH_MAX];
+	char dir[1024];         /* the service dir is refused past 900 bytes */
 	int lsock;
 	int logfd;
 	double ttl, idle;
@@ -416,7 +416,7 @@ static int op_exec(struct keeper *k, int fd, json_t *req)
 	int out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	struct sandbox_enter_req er = { 0 };
 	struct fn_call call = { 0 };
-	char gen[32], rel[PATH_MAX], path[PATH_MAX];
+	char gen[32], rel[PATH_MAX], path[PATH_MAX + 16];
 	struct kexec *x;
 	double timeout = 0;
 	int64_t limit = 0;
@@ -481,6 +481,10 @@ static int op_exec(struct keeper *k, int fd, json_t *req)
 			r = log_errno(-errno, "exec '%s': %s", id, path);
 			goto fail;
 		}
+	}
+	if (!k->l.cg.path[CG_UNIFIED] || strlen(k->l.cg.path[CG_UNIFIED]) > 1900) {
+		r = log_error(-ENOTSUP, "exec '%s': the sandbox has no cgroup2 directory", id);
+		goto fail;
 	}
 	snprintf(x->cgpath, sizeof(x->cgpath), "%s/exec-%s", k->l.cg.path[CG_UNIFIED], id);
 	if (mkdir(x->cgpath, 0755) < 0 && errno != EEXIST) {
@@ -861,10 +865,11 @@ static int make_policy(struct keeper *k, const struct sandbox_node *node,
 		return r;
 	if (buf_printf(lines, "rootfs = %s\nname = %s\n", a->req->rootfs, k->id) < 0)
 		return -ENOMEM;
-	k->ttl = a->req->ttl > 0 ? a->req->ttl : k->sb->timeout;
+	k->ttl = a->req->ttl;
 	k->idle = a->req->idle_timeout;
 	k->default_limit = k->sb->output;
-	/* the policy's wall clock is the sandbox's ttl here, not a watch's */
+	/* a sandbox of the service lives for its ttl; the policy's wall clock is
+	 * `run`'s (there is no watch here to enforce it) */
 	k->sb->timeout = 0;
 	return 0;
 }
@@ -912,7 +917,7 @@ static int listen_at(struct keeper *k)
  * sandbox (with a suffix while an ended one of that name is kept). */
 static int make_dir(struct keeper *k, const struct keeper_args *a)
 {
-	int r = mkdir_p(a->root, 0700);
+	int r = strlen(a->root) > 900 ? -ENAMETOOLONG : mkdir_p(a->root, 0700);
 
 	if (r < 0)
 		return log_errno(r, "service dir '%s'", a->root);
@@ -939,14 +944,14 @@ void keeper_main(const struct keeper_args *a)
 	struct keeper k = { .lsock = -1, .logfd = -1, .destroy_fd = -1 };
 	_cleanup_(buf_freep) struct buf lines = BUF_INIT;
 	char path[PATH_MAX], msg[300], line[256];
-	int status = a->status_fd, r, lock = -1;
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int status = a->status_fd, r, lock = -1, devnull;
 
 	/* only its own descriptors: the status pipe (3) and stdio on /dev/null */
 	if (status != 3) {
 		dup2(status, 3);
 		status = 3;
 	}
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	dup2(devnull, 0);
 	dup2(devnull, 1);
 	dup2(devnull, 2);

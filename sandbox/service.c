@@ -25,7 +25,7 @@
 #include "lib/json.h"
 #include "lib/lib.h"
 #include "sandbox/keeper-internal.h"
-#include "sandbox/sandbox-internal.h"
+#include "sandbox/launch-internal.h"
 
 __attribute__((format(printf, 3, 4)))
 static int fail(struct sandbox_service_err *err, int r, const char *fmt, ...)

@@ -88,8 +88,9 @@ struct sandbox_service_request {
 /* Start a sandbox's keeper and wait until the sandbox is ready: 0 and *ret_id
  * (malloc'd) its id, or the launch's error (-EINVAL a bad request or
  * policy, -EEXIST a name taken, -EIO the sandbox's setup failed, ...) with
- * nothing of it left.  The policy's timeout field, if set, is the ttl's
- * default; its output field is each exec's default output limit. */
+ * nothing of it left.  The policy's timeout field (`run`'s wall clock) does
+ * not apply: the ttl does; its output field is each exec's default output
+ * limit. */
 int sandbox_service_create(const struct sandbox_node *node,
                            const struct sandbox_service_request *req, char **ret_id,
                            struct sandbox_service_err *err);

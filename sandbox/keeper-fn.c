@@ -5,7 +5,7 @@
  * already confined by sandbox_enter, so its paths are the sandbox's own.
  * Arguments (fn_args): "path" (required), "mode" (file_put: an octal
  * string or a number, default 0644), "parents" (file_put: bool),
- * "max_bytes" and "max_entries" (default: no bound but the exec's own).
+ * "max_bytes" and "max_entries" (default: files.c's, SANDBOX_FILES_MAX_*).
  */
 #include <unistd.h>
 
@@ -17,7 +17,7 @@ static int limits(const json_t *a, struct sandbox_files_limits *l)
 {
 	int64_t v;
 
-	*l = (struct sandbox_files_limits){ UINT64_MAX, UINT64_MAX };
+	*l = (struct sandbox_files_limits){ 0, 0 };   /* 0: files.c's defaults */
 	if (json_int(json_object_get(a, "max_bytes"), &v) == 0 && v > 0)
 		l->max_bytes = (uint64_t)v;
 	if (json_int(json_object_get(a, "max_entries"), &v) == 0 && v > 0)

@@ -16,6 +16,7 @@
  * on stderr, exit 1 (2: usage).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,7 @@ int main(int argc, char **argv)
 	json_t *out = NULL;
 	int r;
 
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 3 && strcmp(cmd, "list"))
 		return usage();
 	if (!strcmp(cmd, "create")) {

@@ -19,6 +19,12 @@
  * BPF links and maps only in the launcher's descriptors, and the veth pair
  * with the network namespace.
  *
+ * The sandbox service's state directories (service.h) are collected after
+ * the records, so that a keeper killed with SIGKILL has lost its cgroups by
+ * then: a directory whose keeper.lock is free goes when it has no
+ * ended.json (the keeper was killed, and its sandbox with it) or when its
+ * ended.json is SANDBOX_SERVICE_KEEP_ENDED seconds old (service.c).
+ *
  * Races: a record is removed only by whoever holds its lock, and only if the
  * locked file is still the one at its path (a collector and a new launcher of
  * the same name may both have opened it).  `lazyroot run` collects at most

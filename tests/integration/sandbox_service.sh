@@ -4,9 +4,10 @@
 # is killed whole), one over its output limit, one whose child outlives it, a retried exec id
 # that runs once, a file put and got back through the exec's fn hook, the creating process
 # killed with SIGKILL (the sandbox lives on), a destroy, and then nothing on the host: no
-# process, cgroup (v1 and v2), mount, launcher record, keeper or state.  Also: the idle timeout
-# and the ttl reap a sandbox and say why in ended.json; a keeper killed with SIGKILL takes its
-# sandbox along and `lazyroot gc` removes what it left.
+# process, cgroup (v1 and v2), mount, launcher record, keeper or state.  Also: a stage switch
+# that a later exec starts at; the idle timeout and the ttl reap a sandbox and say why in
+# ended.json; a keeper killed with SIGKILL takes its sandbox along and `lazyroot gc` removes
+# what it left.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 workdir
@@ -32,7 +33,7 @@ sb=$SB_NAME-1
 # sandbox may depend on it.
 ( create "$sb" --label episode=a >"$WORK/id"; echo created >"$WORK/created"; exec sleep 600 ) &
 creator=$!
-cleanup_add kill -9 "$creator"
+cleanup_add sh -c "kill -9 $creator 2>/dev/null; true"
 for _ in $(seq 600); do [ -s "$WORK/created" ] && break; sleep 0.05; done
 check test "$(cat "$WORK/id")" = "$sb"
 kill -9 "$creator"
@@ -98,6 +99,18 @@ gone() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 check gone "$kpid"
 check_not test -e "$SVC/$sb"
 check "$S" destroy "$sb"
+
+# a stage switch through the keeper: an exec started after it runs at the new stage
+create "$SB_NAME-5" --set stage.a.allow= --set stage.b.hide=/etc/hostname >/dev/null
+check test "$("$S" stage "$SB_NAME-5")" = a
+"$S" exec "$SB_NAME-5" --id before -- cat /etc/hostname >/dev/null
+check test "$(result "$SB_NAME-5" before | field status)" = 0
+check test "$("$S" stage "$SB_NAME-5" b)" = b
+"$S" exec "$SB_NAME-5" --id after -- cat /etc/hostname >/dev/null
+check test "$(result "$SB_NAME-5" after | field status)" = 1
+check_not "$S" stage "$SB_NAME-5" nope
+check test "$("$S" get "$SB_NAME-5" | field stage)" = b
+check "$S" destroy "$SB_NAME-5"
 
 # the idle timeout and the ttl reap, and say why
 create "$SB_NAME-2" --idle 0.3 >/dev/null

@@ -151,7 +151,8 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 # Test programs over the library (tests/progs): calls the integration tests drive before a
-# command makes them (sbenter: sandbox_enter into a running sandbox).
+# command makes them (sbenter: sandbox_enter into a running sandbox; sbfiles: the file
+# transfers in a confined process).
 $(BUILD)/tests/progs/%: tests/progs/%.c $(BUILD)/liblazyroot.a
 	@mkdir -p $(@D)
 	@echo "  CC      $@"

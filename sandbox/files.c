@@ -91,6 +91,10 @@ static int open_beneath(int dirfd, const char *name, uint64_t flags)
 	                  RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
+/* ELOOP from a resolution inside the root: what RESOLVE_NO_MAGICLINKS
+ * refused, or a loop of symlinks */
+#define MAGIC_WORDS "a magic link (/proc/PID/...) or a symlink loop is in the way"
+
 static const char *errno_words(int err, const char *dflt)
 {
 	if (err == -ELOOP)
@@ -101,10 +105,11 @@ static const char *errno_words(int err, const char *dflt)
 }
 
 /* Open directory path (in the sandbox's root) as an O_RDONLY descriptor;
- * with make, make what is missing of it: the part that exists is resolved in
+ * what names it in errors (the file a parent is opened for); with make, make
+ * what is missing of it: the part that exists is resolved in
  * the root as the whole path would be, and each missing component is made
  * and opened beneath its parent, never through a symlink. */
-static int open_dir(const char *path, bool make, int *ret)
+static int open_dir(const char *path, const char *what, bool make, int *ret)
 {
 	_cleanup_free_ char *p = NULL, *pre = NULL;
 	_cleanup_close_ int cur = -1;
@@ -115,8 +120,8 @@ static int open_dir(const char *path, bool make, int *ret)
 	fd = open_in_root(path, O_RDONLY | O_DIRECTORY);
 	if (fd >= 0 || fd != -ENOENT || !make) {
 		if (fd < 0)
-			return log_error(fd, "`%s`: open the directory: %s", path,
-			                 errno_words(fd, strerror(-fd)));
+			return log_error(fd, "`%s`: open the directory: %s", what,
+			                 fd == -ELOOP ? MAGIC_WORDS : errno_words(fd, strerror(-fd)));
 		*ret = fd;
 		return 0;
 	}
@@ -129,18 +134,19 @@ static int open_dir(const char *path, bool make, int *ret)
 		return log_errno(cur, "open the sandbox's root");
 	for (c = strtok_r(p, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
 		if (!strcmp(c, "..") || !strcmp(c, "."))
-			return log_error(-EINVAL, "`%s`: `.` or `..` in a path to be made", path);
+			return log_error(-EINVAL, "`%s`: `.` or `..` in a path to be made", what);
 		strcat(strcat(pre, "/"), c);
 		fd = making ? -ENOENT : open_in_root(pre, O_RDONLY | O_DIRECTORY);
 		if (fd == -ENOENT) {
 			making = true;
 			if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
-				return log_errno(-errno, "`%s`: make `%s`", path, pre);
+				return log_errno(-errno, "`%s`: make `%s`", what, pre);
 			fd = open_beneath(cur, c, O_RDONLY | O_DIRECTORY);
 		}
 		if (fd < 0)
-			return log_error(fd, "`%s`: open `%s`: %s", path, pre,
-			                 errno_words(fd, strerror(-fd)));
+			return log_error(fd, "`%s`: open `%s`: %s", what, pre,
+			                 fd == -ELOOP && !making ? MAGIC_WORDS
+			                                         : errno_words(fd, strerror(-fd)));
 		closep(&cur);
 		cur = fd;
 	}
@@ -292,7 +298,7 @@ int sandbox_file_put(int in_fd, const char *path, mode_t mode, bool parents,
 	if (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes)
 		return log_error(-EFBIG, "`%s`: %llu bytes, past the limit of %llu", path,
 		                 (unsigned long long)st.st_size, (unsigned long long)max_bytes);
-	r = open_dir(parent, parents, &dirfd);
+	r = open_dir(parent, path, parents, &dirfd);
 	if (r < 0)
 		return r;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -332,7 +338,8 @@ int sandbox_file_get(int out_fd, const char *path, const struct sandbox_files_li
 	/* O_NONBLOCK: a fifo opens at once, and fstat refuses it */
 	fd = open_in_root(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
-		return log_errno(fd, "`%s`: open", path);
+		return log_error(fd, "`%s`: open: %s", path,
+		                 fd == -ELOOP ? MAGIC_WORDS : strerror(-fd));
 	if (fstat(fd, &st) < 0)
 		return log_errno(-errno, "`%s`: stat", path);
 	if (S_ISDIR(st.st_mode))
@@ -757,7 +764,7 @@ int sandbox_tar_put(int in_fd, const char *dir, const struct sandbox_files_limit
 	x.buf = malloc(COPY_BUF);
 	if (!x.buf)
 		return -ENOMEM;
-	r = open_dir(dir, true, &x.target);
+	r = open_dir(dir, dir, true, &x.target);
 	if (r >= 0)
 		r = files_tar_reader_new(in_fd, &x.rd);
 	if (r >= 0)
@@ -1008,7 +1015,7 @@ int sandbox_tar_get(int out_fd, const char *dir, const struct sandbox_files_limi
 	int r;
 
 	limits_of(lim, &a.max_bytes, &a.max_entries);
-	r = open_dir(dir, false, &dfd);
+	r = open_dir(dir, dir, false, &dfd);
 	if (r < 0)
 		return r;
 	a.buf = malloc(COPY_BUF);

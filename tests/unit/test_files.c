@@ -579,7 +579,7 @@ static void test_files__hostile_archives(void **state)
 	hostile(fd, &lim, -EFBIG, "`zeros`: 10000000000 bytes pass the limit of 1048576");
 	fd = mem();
 	for (int i = 0; i < 5; i++) {
-		char n[8];
+		char n[16];
 
 		snprintf(n, sizeof(n), "f%d", i);
 		add(fd, n, FILES_TAR_FILE, NULL, "x", 1, 0644);

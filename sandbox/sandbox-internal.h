@@ -419,11 +419,26 @@ const struct sandbox_stage *policy_start_stage(const struct sandbox *sb);
 
 /* ---- capabilities (caps.c) ---------------------------------------------- */
 
-/* Empty the bounding and ambient sets (needs CAP_SETPCAP, so call before
- * caps_drop_all). */
+/* What a command run as root inside keeps, over its own user namespace
+ * only: changing ids (setuid, setgid, setgroups) and owners, and reading and
+ * writing whatever its ids own, which a package manager's privilege drop
+ * needs (apt to _apt, dpkg's chown).  The namespace maps the sandbox's own
+ * block of host ids and nothing else, so none of these reaches a host
+ * object: the kernel grants them on an inode only when its owner and group
+ * are mapped (docs/security.md, "Root inside"). */
+#define CAPS_ROOT_KEPT ((1ull << 0) /* CAP_CHOWN */ | (1ull << 1) /* CAP_DAC_OVERRIDE */ | \
+                        (1ull << 3) /* CAP_FOWNER */ | (1ull << 6) /* CAP_SETGID */ | \
+                        (1ull << 7) /* CAP_SETUID */)
+
+/* Empty the ambient set and the bounding set but for CAPS_ROOT_KEPT (needs
+ * CAP_SETPCAP, so call before caps_drop_all): no_new_privs keeps an exec from
+ * gaining any of them, so only a command that holds them keeps them. */
 int caps_drop_bounding(void);
 /* Empty the inheritable, permitted and effective sets. */
 int caps_drop_all(void);
+/* Permitted and effective sets of keep (a mask of 1 << CAP_*) alone,
+ * inheritable empty. */
+int caps_limit(uint64_t keep);
 /* Copy the permitted set into the effective set (after a change of the
  * effective uid from 0 cleared it). */
 int caps_raise_effective(void);

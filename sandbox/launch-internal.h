@@ -209,6 +209,7 @@ struct launch {
 	bool masked;
 	int sigfd;
 	int out[2], err[2], sp[2], in;    /* the sandbox's ends go to the init at the clone */
+	pid_t feeder;                     /* copies a stdin that has a path into in; 0: none */
 	struct watch w;
 	struct id_slot ids;
 	struct lent_bind *lent;           /* one per bind; fd -1 unless lent */

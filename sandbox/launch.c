@@ -134,18 +134,22 @@ static void back_to_root(void)
 
 /* What the command reads as stdin: the launcher's own when it is a regular
  * file or a pipe, opened anew read-only (so that a descriptor the caller
- * opened for writing too, `<>file`, stays the caller's); /dev/null for
- * anything else.  A terminal above all never reaches a sandbox: through it
- * a sandbox could write to the operator's screen past the output pipes and
- * cap, and change the terminal's settings and window size for good.
- * Sockets and devices get /dev/null as well (a socket's peer would be
- * reachable by writes).  The descriptor is the launcher's; -errno. */
-static int sandbox_stdin(void)
+ * opened for writing too, `<>file`, stays the caller's, and the caller's
+ * offset does not move); /dev/null for anything else.  A terminal above all
+ * never reaches a sandbox: through it a sandbox could write to the
+ * operator's screen past the output pipes and cap, and change the
+ * terminal's settings and window size for good.  Sockets and devices get
+ * /dev/null as well (a socket's peer would be reachable by writes).
+ * *ret_named: the descriptor has a path (a file, a named FIFO), which the
+ * sandbox could read back from /proc/self/fd.  The descriptor is the
+ * launcher's; -errno. */
+static int sandbox_stdin(bool *ret_named)
 {
 	struct stat st;
-	char path[32];
+	char path[32], link[8];
 	int fd = -1;
 
+	*ret_named = false;
 	if (fstat(STDIN_FILENO, &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", STDIN_FILENO);
 		/* O_NONBLOCK: opening a FIFO that has no writer must not wait. */
@@ -162,10 +166,56 @@ static int sandbox_stdin(void)
 			close(fd);
 			fd = -1;
 		}
+		*ret_named = fd >= 0 && (S_ISREG(st.st_mode) ||
+		             readlink(path, link, sizeof(link)) != 6 || memcmp(link, "pipe:[", 6));
 	}
 	if (fd < 0)
 		fd = open("/dev/null", O_RDONLY | O_NOCTTY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+/* The feeder of a stdin that has a path: a child of the launcher's that
+ * copies it into a pipe (splice: no copy through user memory) until end
+ * of file or until the sandbox stops reading, and dies with the launcher.
+ * The sandbox's fd 0 is then "pipe:[N]", and /proc/self/fd/0 names no host
+ * path.  Forked before the launcher holds a lock or a descriptor of the
+ * sandbox's but its output pipes, which it closes: their readers must see
+ * end of file when the sandbox is gone. */
+static int stdin_feeder(int src, int *ret_read, pid_t *ret_pid)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		int e = -errno;
+
+		close(p[0]);
+		close(p[1]);
+		return e;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		signal(SIGPIPE, SIG_DFL);
+		if (dup2(src, 0) < 0 || dup2(p[1], 1) < 0)
+			_exit(1);
+		syscall(SYS_close_range, 3, ~0u, 0);
+		if (getppid() == 1)
+			_exit(1);
+		for (;;) {
+			ssize_t n = splice(0, NULL, 1, NULL, 1 << 20, SPLICE_F_MOVE);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			_exit(n < 0);
+		}
+	}
+	close(p[1]);
+	*ret_read = p[0];
+	*ret_pid = pid;
+	return 0;
 }
 
 /* ---- the host's steps ------------------------------------------------------ */
@@ -232,15 +282,33 @@ static void undo_pipes(struct launch *l)
 
 static int step_stdin(struct launch *l)
 {
-	l->in = sandbox_stdin();
-	if (l->in < 0)
-		return log_errno(l->in, "run: stdin");
+	_cleanup_close_ int src = -1;
+	bool named;
+	int r;
+
+	src = sandbox_stdin(&named);
+	if (src < 0)
+		return log_errno(src, "run: stdin");
+	if (!named) {
+		l->in = TAKE_FD(src);
+		return 0;
+	}
+	r = stdin_feeder(src, &l->in, &l->feeder);
+	if (r < 0)
+		return log_errno(r, "run: stdin: start its feeder");
 	return 0;
 }
 
+/* The sandbox is gone: so is its reader of the feeder's pipe. */
 static void undo_stdin(struct launch *l)
 {
 	close_fd(&l->in);
+	if (l->feeder > 0) {
+		kill(l->feeder, SIGKILL);
+		while (waitpid(l->feeder, NULL, 0) < 0 && errno == EINTR)
+			;
+		l->feeder = 0;
+	}
 }
 
 static int step_output(struct launch *l)
@@ -522,6 +590,56 @@ static int step_id_maps(struct launch *l)
 	return r < 0 ? r : write_map(l->pid, "gid_map", l->ids.gid_base);
 }
 
+/* The child of memfd_noexec_set, in the sandbox's pid namespace: shares the
+ * launcher's memory (vfork) and only opens, writes and exits. */
+static int memfd_noexec_write(void)
+{
+	int fd = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno;
+	if (write(fd, "2", 1) != 1)
+		return errno ? errno : EIO;
+	close(fd);
+	return 0;
+}
+
+/* vm.memfd_noexec = 2 in the sandbox's pid namespace, where the value is its
+ * own (a child namespace may raise it, never lower it): a memfd can no
+ * longer be made executable (MFD_EXEC fails with EACCES and every other
+ * memfd is sealed against exec), so a binary that exists only in memory
+ * cannot be run, and "nothing runs but these trees" holds.  The kernel lets
+ * only a process of that namespace write it, with CAP_SYS_ADMIN over the
+ * namespace's owner and host root's uid (the file's owner): not the init,
+ * whose uid is the sandbox's from the clone on, but a child of the
+ * launcher's made there (setns of its pid namespace for children, then
+ * back).  It is done before the init has its mounts, so before the command
+ * exists.  A kernel before 6.3 has no such sysctl: nothing to set. */
+static int step_memfd_noexec(struct launch *l)
+{
+	_cleanup_close_ int own = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	int status = 0, r = 0;
+	pid_t pid;
+
+	if (own < 0)
+		return log_errno(-errno, "open /proc/self/ns/pid");
+	if (setns(l->pidfd, CLONE_NEWPID) < 0)
+		return log_errno(-errno, "enter the sandbox's pid namespace");
+	pid = vfork();
+	if (pid == 0)
+		_exit(memfd_noexec_write());
+	if (setns(own, CLONE_NEWPID) < 0)
+		r = log_errno(-errno, "return to the launcher's pid namespace");
+	if (pid < 0)
+		return log_errno(-errno, "set vm.memfd_noexec: fork");
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (r == 0 && (!WIFEXITED(status) || WEXITSTATUS(status)))
+		r = log_errno(WIFEXITED(status) ? -WEXITSTATUS(status) : -EIO,
+		              "set vm.memfd_noexec in the sandbox's pid namespace");
+	return r;
+}
+
 static int step_cgroup_attach(struct launch *l)
 {
 	return cgroups_attach(&l->cg, l->pid, l->cg.path[CG_UNIFIED] != NULL);
@@ -669,6 +787,8 @@ static const struct host_step host_steps[] = {
 	  enter_clone),
 	H("record init", LAUNCH, NONE, 0, step_record_init, NULL),
 	H("id maps", SANDBOX, NONE, 0, step_id_maps, NULL),
+	/* pid-namespace-wide: an exec joins the namespace, and the value with it */
+	H("memfd noexec", SANDBOX, NONE, 0, step_memfd_noexec, NULL),
 	H("cgroup attach", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroup_attach, NULL,
 	  enter_cgroup_attach),
 	H("network", SANDBOX, NONE, 0, step_network, undo_network),

@@ -420,14 +420,15 @@ const struct sandbox_stage *policy_start_stage(const struct sandbox *sb);
 /* ---- capabilities (caps.c) ---------------------------------------------- */
 
 /* What a command run as root inside keeps, over its own user namespace
- * only: changing ids (setuid, setgid, setgroups) and owners, and reading and
- * writing whatever its ids own, which a package manager's privilege drop
- * needs (apt to _apt, dpkg's chown).  The namespace maps the sandbox's own
- * block of host ids and nothing else, so none of these reaches a host
- * object: the kernel grants them on an inode only when its owner and group
- * are mapped (docs/security.md, "Root inside"). */
-#define CAPS_ROOT_KEPT ((1ull << 0) /* CAP_CHOWN */ | (1ull << 1) /* CAP_DAC_OVERRIDE */ | \
-                        (1ull << 3) /* CAP_FOWNER */ | (1ull << 6) /* CAP_SETGID */ | \
+ * only: changing ids (setuid, setgid, setgroups) and owners, which a
+ * package manager's privilege drop needs (apt to _apt, dpkg's chown).  The
+ * namespace maps the sandbox's own block of host ids and nothing else, so
+ * neither reaches a host object: the kernel grants them only to mapped ids,
+ * and on an inode only when its owner and group are mapped
+ * (docs/security.md, "Root inside").  Not CAP_DAC_OVERRIDE nor CAP_FOWNER:
+ * masks and hidden paths are empty mode-000 directories and files of the
+ * sandbox's own, which they would open. */
+#define CAPS_ROOT_KEPT ((1ull << 0) /* CAP_CHOWN */ | (1ull << 6) /* CAP_SETGID */ | \
                         (1ull << 7) /* CAP_SETUID */)
 
 /* Empty the ambient set and the bounding set but for CAPS_ROOT_KEPT (needs

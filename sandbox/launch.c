@@ -590,18 +590,31 @@ static int step_id_maps(struct launch *l)
 	return r < 0 ? r : write_map(l->pid, "gid_map", l->ids.gid_base);
 }
 
-/* The child of memfd_noexec_set, in the sandbox's pid namespace: shares the
- * launcher's memory (vfork) and only opens, writes and exits. */
-static int memfd_noexec_write(void)
+/* Write value into the sysctl at path; 0 or an errno. */
+static int sysctl_write(const char *path, const char *value)
 {
-	int fd = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | O_CLOEXEC), e = 0;
 
 	if (fd < 0)
-		return errno == ENOENT ? 0 : errno;
-	if (write(fd, "2", 1) != 1)
-		return errno ? errno : EIO;
+		return errno;
+	if (write(fd, value, strlen(value)) != (ssize_t)strlen(value))
+		e = errno ? errno : EIO;
 	close(fd);
-	return 0;
+	return e;
+}
+
+/* The child of step_memfd_noexec, in the sandbox's pid namespace: shares
+ * the launcher's memory (vfork) and only opens, writes and exits.  It takes
+ * pid 2 there, and hands it on: the namespace's next pid is 2 again
+ * (ns_last_pid = 1) once it is reaped, so that the command is pid 2 as
+ * ever. */
+static int memfd_noexec_write(void)
+{
+	int e = sysctl_write("/proc/sys/vm/memfd_noexec", "2");
+
+	if (e == ENOENT)
+		e = 0;
+	return e ? e : sysctl_write("/proc/sys/kernel/ns_last_pid", "1");
 }
 
 /* vm.memfd_noexec = 2 in the sandbox's pid namespace, where the value is its
@@ -613,7 +626,7 @@ static int memfd_noexec_write(void)
  * namespace's owner and host root's uid (the file's owner): not the init,
  * whose uid is the sandbox's from the clone on, but a child of the
  * launcher's made there (setns of its pid namespace for children, then
- * back).  It is done before the init has its mounts, so before the command
+ * back), reaped before the init has its mounts, so before the command
  * exists.  A kernel before 6.3 has no such sysctl: nothing to set. */
 static int step_memfd_noexec(struct launch *l)
 {

@@ -183,6 +183,11 @@ struct watch {
 	uint64_t output;
 	bool killed;
 	struct out_stream o[2];   /* stdout, stderr */
+	/* A stdin that has a path, copied into the sandbox's stdin pipe:
+	 * in_src (non-blocking, the launcher's own open of it) to in_pipe (the
+	 * write end, non-blocking); -1 when there is none or it has ended. */
+	int in_src, in_pipe;
+	bool in_wait_src;         /* the source had nothing: wait for it, not the pipe */
 };
 
 /* Where stream fd (1 or 2) of the launcher can be written without waiting. */
@@ -209,7 +214,6 @@ struct launch {
 	bool masked;
 	int sigfd;
 	int out[2], err[2], sp[2], in;    /* the sandbox's ends go to the init at the clone */
-	pid_t feeder;                     /* copies a stdin that has a path into in; 0: none */
 	struct watch w;
 	struct id_slot ids;
 	struct lent_bind *lent;           /* one per bind; fd -1 unless lent */

@@ -141,8 +141,8 @@ static void back_to_root(void)
  * terminal's settings and window size for good.  Sockets and devices get
  * /dev/null as well (a socket's peer would be reachable by writes).
  * *ret_named: the descriptor has a path (a file, a named FIFO), which the
- * sandbox could read back from /proc/self/fd.  The descriptor is the
- * launcher's; -errno. */
+ * sandbox could read back from /proc/self/fd: the caller hands the sandbox
+ * a pipe instead.  The descriptor is the launcher's; -errno. */
 static int sandbox_stdin(bool *ret_named)
 {
 	struct stat st;
@@ -172,50 +172,6 @@ static int sandbox_stdin(bool *ret_named)
 	if (fd < 0)
 		fd = open("/dev/null", O_RDONLY | O_NOCTTY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
-}
-
-/* The feeder of a stdin that has a path: a child of the launcher's that
- * copies it into a pipe (splice: no copy through user memory) until end
- * of file or until the sandbox stops reading, and dies with the launcher.
- * The sandbox's fd 0 is then "pipe:[N]", and /proc/self/fd/0 names no host
- * path.  Forked before the launcher holds a lock or a descriptor of the
- * sandbox's but its output pipes, which it closes: their readers must see
- * end of file when the sandbox is gone. */
-static int stdin_feeder(int src, int *ret_read, pid_t *ret_pid)
-{
-	int p[2];
-	pid_t pid;
-
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int e = -errno;
-
-		close(p[0]);
-		close(p[1]);
-		return e;
-	}
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		signal(SIGPIPE, SIG_DFL);
-		if (dup2(src, 0) < 0 || dup2(p[1], 1) < 0)
-			_exit(1);
-		syscall(SYS_close_range, 3, ~0u, 0);
-		if (getppid() == 1)
-			_exit(1);
-		for (;;) {
-			ssize_t n = splice(0, NULL, 1, NULL, 1 << 20, SPLICE_F_MOVE);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			_exit(n < 0);
-		}
-	}
-	close(p[1]);
-	*ret_read = p[0];
-	*ret_pid = pid;
-	return 0;
 }
 
 /* ---- the host's steps ------------------------------------------------------ */
@@ -283,8 +239,8 @@ static void undo_pipes(struct launch *l)
 static int step_stdin(struct launch *l)
 {
 	_cleanup_close_ int src = -1;
+	int p[2];
 	bool named;
-	int r;
 
 	src = sandbox_stdin(&named);
 	if (src < 0)
@@ -293,22 +249,23 @@ static int step_stdin(struct launch *l)
 		l->in = TAKE_FD(src);
 		return 0;
 	}
-	r = stdin_feeder(src, &l->in, &l->feeder);
-	if (r < 0)
-		return log_errno(r, "run: stdin: start its feeder");
+	/* Through a pipe the watch loop fills (watch.c, stdin_pump); neither
+	 * end waits, and the source is this launcher's own open, so that
+	 * O_NONBLOCK on it is not the caller's. */
+	if (pipe2(p, O_CLOEXEC) < 0 || fcntl(p[1], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(src, F_SETFL, O_NONBLOCK) < 0)
+		return log_errno(-errno, "run: stdin: a pipe for it");
+	l->in = p[0];
+	l->w.in_pipe = p[1];
+	l->w.in_src = TAKE_FD(src);
 	return 0;
 }
 
-/* The sandbox is gone: so is its reader of the feeder's pipe. */
 static void undo_stdin(struct launch *l)
 {
 	close_fd(&l->in);
-	if (l->feeder > 0) {
-		kill(l->feeder, SIGKILL);
-		while (waitpid(l->feeder, NULL, 0) < 0 && errno == EINTR)
-			;
-		l->feeder = 0;
-	}
+	close_fd(&l->w.in_src);
+	close_fd(&l->w.in_pipe);
 }
 
 static int step_output(struct launch *l)
@@ -480,6 +437,8 @@ static __attribute__((noreturn)) void become_init(struct launch *l)
 	close(l->sp[0]);
 	close(l->out[0]);
 	close(l->err[0]);
+	close_fd(&l->w.in_src);
+	close_fd(&l->w.in_pipe);
 	if (l->rec.fd >= 0)
 		close(l->rec.fd);
 	if (l->cslot.lock_fd >= 0)
@@ -832,7 +791,7 @@ void launch_init(struct launch *l, struct sandbox *sb, char *const *argv,
 	*l = (struct launch){
 		.sb = sb, .argv = argv, .ret = ret, .sigfd = -1,
 		.out = { -1, -1 }, .err = { -1, -1 }, .sp = { -1, -1 }, .in = -1,
-		.w = { .sb = sb, .pidfd = -1,
+		.w = { .sb = sb, .pidfd = -1, .in_src = -1, .in_pipe = -1,
 		       .o = { { .in = -1, .out = -1 }, { .in = -1, .out = -1 } } },
 		.ids = ID_SLOT_INIT, .rec = LAUNCH_RECORD_INIT, .cslot = CGROUP_SLOT_INIT,
 		.nslot = NETNS_SLOT_INIT, .cgfd = -1, .cg_tasks = { -1, -1, -1, -1 },

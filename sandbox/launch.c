@@ -321,7 +321,7 @@ static int step_lend_binds(struct launch *l)
 	for (size_t i = 0; i < sb->n_binds; i++) {
 		if (!sb->binds[i].rw)
 			continue;
-		r = bind_lend(&sb->binds[i], &l->ids, &l->lent[i]);
+		r = bind_lend(&sb->binds[i], &l->ids, &l->lent[i], &l->rec);
 		if (r < 0)
 			return r;
 	}
@@ -337,7 +337,8 @@ static void undo_lend_binds(struct launch *l)
 }
 
 /* A record only where a dead launcher would leave something for gc
- * (cgroups of the sandbox's own, a stage state directory) or a name is to
+ * (cgroups of the sandbox's own, a stage state directory, writable binds
+ * lent: the record lists them before they are lent) or a name is to
  * be claimed; a name asked for is claimed first.  The default name holds
  * the launcher's pid, and a pooled sandbox leaves nothing: the next taker
  * of a dead launcher's slot starts it over (pool.c).  Where /run is ext4,
@@ -348,7 +349,11 @@ static void undo_lend_binds(struct launch *l)
  * cgroups of the sandbox's own; this undo closes it either way. */
 static int step_record(struct launch *l)
 {
-	if (l->sb->name || l->sb->n_stages)
+	bool rw = false;
+
+	for (size_t i = 0; i < l->sb->n_binds; i++)
+		rw = rw || l->sb->binds[i].rw;
+	if (l->sb->name || l->sb->n_stages || rw)
 		return launch_record_open(&l->sb->node, l->name, &l->rec);
 	return 0;
 }
@@ -746,8 +751,8 @@ static const struct host_step host_steps[] = {
 	H("stdin", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_stdin, undo_stdin, enter_stdin),
 	H("gc", LAUNCH, NONE, 0, step_gc, NULL),
 	H("ids", SANDBOX, NONE, 0, step_ids, undo_ids),
-	H("lend binds", SANDBOX, NONE, 0, step_lend_binds, undo_lend_binds),
 	H("record", LAUNCH, NONE, 0, step_record, undo_record),
+	H("lend binds", SANDBOX, NONE, 0, step_lend_binds, undo_lend_binds),
 	/* an exec's processes live in a cgroup of their own under the sandbox's */
 	H("cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups, undo_cgroups, enter_cgroups),
 	H("network namespace", SANDBOX, NONE, 0, step_netns, undo_netns),

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #include "sandbox/sandbox.h"
 
@@ -253,8 +254,15 @@ int launch_record_open(const struct sandbox_node *n, const char *name, struct la
 int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg);
 /* Note the init's host pid in the record ("init PID"), where there is one:
  * what finds a running sandbox's init by its name.  Lines other than
- * "cgroup" ones are not the collector's. */
+ * "cgroup" and "bind" ones are not the collector's. */
 int launch_record_init(struct launch_record *rec, pid_t pid);
+/* List a writable bind's source in the record (st: as it was before the
+ * run; lent: its owner is to be changed to ids_uid), so that a collector of
+ * a dead launcher's record gives it back and clears the setuid and setgid
+ * bits the sandbox left (bind_return).  Call before lending it.  -EINVAL
+ * (logged) for a path with a newline, which a record line cannot hold. */
+int launch_record_add_bind(struct launch_record *rec, const char *path, const struct stat *st,
+                           uid_t ids_uid, bool lent);
 /* Close the record, and remove it when what it lists is gone (remove);
  * otherwise it stays for `lazyroot gc`.  Safe on an unopened one. */
 void launch_record_close(struct launch_record *rec, bool remove);

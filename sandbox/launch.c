@@ -454,6 +454,8 @@ static __attribute__((noreturn)) void become_init(struct launch *l)
 		close(l->nslot.host_fd);
 		for (int i = 0; i < 3; i++)
 			close(l->nslot.stat_fd[i]);
+		for (int i = 0; i < 4; i++)
+			close(l->nslot.count_fd[i]);
 	}
 	init_main(&c);
 }

@@ -32,10 +32,12 @@
  * (/proc/net/sockstat and sockstat6, and its unix sockets, opened while in
  * it) once every process of the sandbox is gone, and returns the namespace
  * to the pool only if no socket remains, TIME_WAIT included (one would keep
- * its port from a plain bind for a minute).  What does carry over are the
- * namespace's statistics (/proc/net/snmp, the loopback's byte counters) and
- * caches (TCP metrics of 127.0.0.1): sandbox/POLICY.md says so, and how to
- * turn pooling off.
+ * its port from a plain bind for a minute).  Nor may its statistics have
+ * moved (/proc/net/dev, snmp, snmp6, netstat: the loopback's packet counters
+ * above all), which cannot be reset: a sandbox that used its network at all
+ * leaves a namespace that is thrown away, and with it the caches that only
+ * traffic fills (TCP metrics of 127.0.0.1).  Sandboxes that never touch the
+ * network, most of them, still share a few.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -243,6 +245,40 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 	return 0;   /* every slot in use: a namespace of the sandbox's own */
 }
 
+/* The namespace's statistics: the interfaces' packet and byte counters and
+ * the protocols' (IP, ICMP, TCP, UDP, their extensions).  None can be reset
+ * (a loopback cannot be deleted and made again), and the next sandbox reads
+ * them (/proc/net, or RTM_GETLINK over netlink route, which it may use), so
+ * they would carry what one sandbox did to the next: a namespace whose
+ * counters moved while a sandbox had it is not reused (netns_slot_release). */
+static const char *const count_files[4] = {
+	"/proc/thread-self/net/dev", "/proc/thread-self/net/snmp",
+	"/proc/thread-self/net/snmp6", "/proc/thread-self/net/netstat",
+};
+
+/* FNV-1a over the counters' text; 0 when one cannot be read. */
+static uint64_t counters_hash(const struct netns_slot *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	char buf[8192];
+
+	for (int i = 0; i < 4; i++) {
+		ssize_t n;
+		off_t at = 0;
+
+		if (s->count_fd[i] < 0)
+			return 0;
+		while ((n = pread(s->count_fd[i], buf, sizeof(buf), at)) > 0) {
+			for (ssize_t j = 0; j < n; j++)
+				h = (h ^ (unsigned char)buf[j]) * 0x100000001b3ull;
+			at += n;
+		}
+		if (n < 0)
+			return 0;
+	}
+	return h ? h : 1;
+}
+
 int netns_slot_enter(struct netns_slot *s)
 {
 	if (setns(s->ns_fd, CLONE_NEWNET) < 0)
@@ -251,6 +287,9 @@ int netns_slot_enter(struct netns_slot *s)
 	s->stat_fd[0] = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
 	s->stat_fd[1] = open("/proc/thread-self/net/sockstat6", O_RDONLY | O_CLOEXEC);
 	s->stat_fd[2] = open("/proc/thread-self/net/unix", O_RDONLY | O_CLOEXEC);
+	for (int i = 0; i < 4; i++)
+		s->count_fd[i] = open(count_files[i], O_RDONLY | O_CLOEXEC);
+	s->counted = counters_hash(s);
 	return 0;
 }
 
@@ -319,7 +358,8 @@ static bool netns_clean(const struct netns_slot *s)
 void netns_slot_release(struct netns_slot *s)
 {
 	if (s->lock_fd >= 0) {
-		if (s->ns_fd >= 0 && netns_clean(s)) {
+		if (s->ns_fd >= 0 && netns_clean(s) && s->counted &&
+		    counters_hash(s) == s->counted) {
 			futimens(s->lock_fd, NULL);
 		} else if (s->ns_fd >= 0) {
 			char path[PATH_MAX];
@@ -335,6 +375,9 @@ void netns_slot_release(struct netns_slot *s)
 	for (int i = 0; i < 3; i++)
 		if (s->stat_fd[i] >= 0)
 			close(s->stat_fd[i]);
+	for (int i = 0; i < 4; i++)
+		if (s->count_fd[i] >= 0)
+			close(s->count_fd[i]);
 	if (s->ns_fd >= 0)
 		close(s->ns_fd);
 	if (s->host_fd >= 0)

@@ -299,10 +299,12 @@ struct netns_slot {
 	int ns_fd;              /* the namespace */
 	int host_fd;            /* the launcher's own network namespace */
 	int stat_fd[3];         /* its sockstat, sockstat6 and unix, opened inside it */
+	int count_fd[4];        /* its counters: dev, snmp, snmp6, netstat, opened inside it */
+	uint64_t counted;       /* a hash of the counters as the sandbox found them */
 	int index;
 	const char *dir;        /* the pool directory it is in (borrowed from the sandbox) */
 };
-#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1, NULL }
+#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, { -1, -1, -1, -1 }, 0, -1, NULL }
 void netns_slot_init(struct netns_slot *s);
 /* Take a free slot of the pool (making its namespace if the slot has none)
  * when pooling is on and the policy has no allowlist and no sysfs.  0 with

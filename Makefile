@@ -169,7 +169,7 @@ $(BUILD)/bench/%: bench/*/%.c
 # Attack programs run inside sandboxes: static (any root filesystem), never sanitized.
 ATTACK_SRCS = $(wildcard tests/sandbox/*.c)
 ATTACK_BINS = $(ATTACK_SRCS:tests/sandbox/%.c=$(BUILD)/tests/sandbox/%)
-$(BUILD)/tests/sandbox/%: tests/sandbox/%.c
+$(BUILD)/tests/sandbox/%: tests/sandbox/%.c $(wildcard tests/sandbox/*.h)
 	@mkdir -p $(@D)
 	@echo "  CC      $@"
 	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -static -o $@ $<

@@ -12,8 +12,10 @@
  * source owned by one of the node's sandbox ranges is lent already (to a
  * running sandbox, or left so by a killed launcher) and is not lent again.
  * Either way, once the sandbox is gone every setuid and setgid bit under
- * the source is cleared (bind_return).  A launcher killed meanwhile leaves
- * the source owned by the sandbox's ids.
+ * the source is cleared (bind_return).  Each source is listed in the
+ * launcher's record before it is lent (launch_record_add_bind), so that when
+ * the launcher is killed, `lazyroot gc` (or the next launch of the same
+ * name) gives it back the same way (gc.c).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,14 +24,23 @@
 #include "lib/lib.h"
 #include "sandbox/launch-internal.h"
 
-int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct lent_bind *l)
+int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct lent_bind *l,
+              struct launch_record *rec)
 {
+	bool lend;
+	int r;
+
 	l->ids_uid = ids->uid_base;
 	l->fd = open(b->src, O_PATH | O_CLOEXEC);
 	if (l->fd < 0 || fstat(l->fd, &l->st) < 0)
 		return log_errno(-errno, "bind '%s'", b->src);
-	if ((l->st.st_uid == ids->uid_base && l->st.st_gid == ids->gid_base) ||
-	    (l->st.st_mode & S_IWOTH) || id_slot_node_owned(l->st.st_uid))
+	lend = !((l->st.st_uid == ids->uid_base && l->st.st_gid == ids->gid_base) ||
+	         (l->st.st_mode & S_IWOTH) || id_slot_node_owned(l->st.st_uid));
+	/* Listed first: a launcher killed from here on leaves it to gc. */
+	r = launch_record_add_bind(rec, b->src, &l->st, ids->uid_base, lend);
+	if (r < 0)
+		return r;
+	if (!lend)
 		return 0;
 	if (fchownat(l->fd, "", ids->uid_base, ids->gid_base, AT_EMPTY_PATH) < 0)
 		return log_errno(-errno, "bind '%s': lend it to the sandbox", b->src);

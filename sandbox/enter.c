@@ -622,9 +622,10 @@ int enter_user(struct enter *e)
 	return 0;
 }
 
+/* As the command's step: root keeps what changing ids and owners needs. */
 int enter_capabilities(struct enter *e)
 {
-	return caps_drop_all();
+	return caps_limit(e->uid == 0 ? CAPS_ROOT_KEPT : 0);
 }
 
 /* Resolved inside the sandbox's root: "..", absolute symlinks and

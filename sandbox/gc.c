@@ -13,7 +13,9 @@
  * the collector kills whatever is still in the listed cgroups (cgroup.kill,
  * or SIGKILL to each pid of cgroup.procs on v1), removes them, removes the
  * sandbox's runtime state directory (/run/lazyroot/sandboxes/NAME) if any,
- * and last the record.  Everything else of a sandbox dies with its
+ * gives the writable binds it lists back (owner and mode as before the run,
+ * every setuid and setgid bit under them cleared: binds.c), and last the
+ * record.  Everything else of a sandbox dies with its
  * processes: the init dies with the launcher (PR_SET_PDEATHSIG) and takes its
  * pid namespace along, mounts live only in the sandbox's mount namespace,
  * BPF links and maps only in the launcher's descriptors, and the veth pair
@@ -40,7 +42,7 @@
 
 #include "lib/lib.h"
 #include "sandbox/keeper-internal.h"
-#include "sandbox/sandbox-internal.h"
+#include "sandbox/launch-internal.h"
 
 #define RUN_DIR "/run/lazyroot"
 #define RECORD_DIR_DEFAULT RUN_DIR "/launchers"
@@ -82,8 +84,49 @@ static void remove_state_dir(const char *name)
 		log_errno(-errno, "gc: remove '%s'", path);
 }
 
-/* Remove what the record in fd (locked by the caller) lists.  0 when all of
- * it is gone. */
+/* A record's "bind UID GID MODE DEV INO IDS_UID LENT PATH" line: the writable
+ * bind PATH, owned UID:GID with MODE (octal) and inode DEV:INO before the
+ * run, lent to the sandbox whose root is host uid IDS_UID when LENT is 1.
+ * Given back as its launcher would have (bind_return), but only if PATH
+ * still names that inode: a source replaced meanwhile (by a symlink to
+ * somewhere else above all) is left alone, so that a collector never walks
+ * and changes a tree the sandbox did not have. */
+static void return_recorded_bind(const char *line, const char *name)
+{
+	unsigned long long dev, ino;
+	unsigned uid, gid, mode, ids_uid, lent;
+	struct lent_bind l = { .fd = -1 };
+	struct sandbox_bind b = { 0 };
+	struct stat st;
+	int at = 0;
+
+	if (sscanf(line, "bind %u %u %o %llu %llu %u %u %n", &uid, &gid, &mode, &dev, &ino,
+	           &ids_uid, &lent, &at) != 7 || !at || line[at] != '/') {
+		log_error(-EINVAL, "gc: record of '%s' has a bind line it cannot read; left alone", name);
+		return;
+	}
+	b.src = (char *)line + at;
+	l.fd = open(b.src, O_PATH | O_CLOEXEC);
+	if (l.fd < 0 || fstat(l.fd, &st) < 0 || st.st_dev != (dev_t)dev || st.st_ino != (ino_t)ino) {
+		if (l.fd >= 0)
+			log_error(-ESTALE, "gc: bind '%s' of '%s' is another file now; left alone",
+			          b.src, name);
+		if (l.fd >= 0)
+			close(l.fd);
+		return;
+	}
+	l.st = st;
+	l.st.st_uid = uid;
+	l.st.st_gid = gid;
+	l.st.st_mode = (st.st_mode & S_IFMT) | (mode & 07777);
+	l.ids_uid = ids_uid;
+	l.lent = lent == 1;
+	bind_return(&b, &l);
+}
+
+/* Remove what the record in fd (locked by the caller) lists: its cgroups
+ * first (so that no process of the sandbox is left), then its binds are
+ * given back.  0 when all of it is gone. */
 static int clean_record(int fd, const char *name)
 {
 	char buf[RECORD_MAX + 1];
@@ -94,6 +137,8 @@ static int clean_record(int fd, const char *name)
 		return log_errno(-errno, "gc: read the record of '%s'", name);
 	buf[n] = '\0';
 	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(l, "bind ", 5))
+			continue;   /* below, once the cgroups are gone */
 		if (strncmp(l, "cgroup ", 7))
 			continue;
 		if (!cgroup_path_ok(l + 7, name)) {
@@ -104,6 +149,10 @@ static int clean_record(int fd, const char *name)
 		if (cgroup_remove(l + 7, true) < 0)
 			r = -EBUSY;
 	}
+	/* strtok_r cut buf into lines: walk them again. */
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+		if (!strncmp(buf + i, "bind ", 5))
+			return_recorded_bind(buf + i, name);
 	remove_state_dir(name);
 	return r;
 }
@@ -227,6 +276,27 @@ int launch_record_init(struct launch_record *rec, pid_t pid)
 	if (rec->fd < 0)
 		return 0;
 	if (fstat(rec->fd, &st) < 0 || pwrite(rec->fd, line, (size_t)n, st.st_size) != n)
+		return log_errno(errno ? -errno : -EIO, "launcher record '%s'", rec->path);
+	return 0;
+}
+
+int launch_record_add_bind(struct launch_record *rec, const char *path, const struct stat *st,
+                           uid_t ids_uid, bool lent)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	struct stat rs;
+
+	if (strchr(path, '\n'))
+		return log_error(-EINVAL, "bind '%s': a source path with a newline cannot be recorded",
+		                 path);
+	if (rec->fd < 0)
+		return log_error(-EINVAL, "bind '%s': no launcher record to list it in", path);
+	if (buf_printf(&b, "bind %u %u %o %llu %llu %u %u %s\n", (unsigned)st->st_uid,
+	               (unsigned)st->st_gid, (unsigned)(st->st_mode & 07777),
+	               (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+	               (unsigned)ids_uid, lent ? 1u : 0u, path) < 0)
+		return -ENOMEM;
+	if (fstat(rec->fd, &rs) < 0 || pwrite(rec->fd, b.data, b.len, rs.st_size) != (ssize_t)b.len)
 		return log_errno(errno ? -errno : -EIO, "launcher record '%s'", rec->path);
 	return 0;
 }

@@ -322,9 +322,11 @@ static int step_user(struct init *in)
 	return 0;
 }
 
+/* Root inside keeps what changing ids and owners needs (CAPS_ROOT_KEPT);
+ * another user has nothing to keep (its setresuid cleared them all). */
 static int step_capabilities(struct init *in)
 {
-	return caps_drop_all();
+	return caps_limit(in->sb->uid == 0 ? CAPS_ROOT_KEPT : 0);
 }
 
 static int step_workdir(struct init *in)

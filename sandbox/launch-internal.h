@@ -183,6 +183,11 @@ struct watch {
 	uint64_t output;
 	bool killed;
 	struct out_stream o[2];   /* stdout, stderr */
+	/* A stdin that has a path, copied into the sandbox's stdin pipe:
+	 * in_src (non-blocking, the launcher's own open of it) to in_pipe (the
+	 * write end, non-blocking); -1 when there is none or it has ended. */
+	int in_src, in_pipe;
+	bool in_wait_src;         /* the source had nothing: wait for it, not the pipe */
 };
 
 /* Where stream fd (1 or 2) of the launcher can be written without waiting. */
@@ -255,7 +260,8 @@ struct lent_bind {
 };
 
 /* Lend b's source to the sandbox of ids for its run (binds.c says when). */
-int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct lent_bind *l);
+int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct lent_bind *l,
+              struct launch_record *rec);
 /* The sandbox is gone: give the source back and clear the setuid and setgid
  * bits of what it left.  Safe on one never lent (fd -1). */
 void bind_return(const struct sandbox_bind *b, struct lent_bind *l);

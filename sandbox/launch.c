@@ -134,18 +134,22 @@ static void back_to_root(void)
 
 /* What the command reads as stdin: the launcher's own when it is a regular
  * file or a pipe, opened anew read-only (so that a descriptor the caller
- * opened for writing too, `<>file`, stays the caller's); /dev/null for
- * anything else.  A terminal above all never reaches a sandbox: through it
- * a sandbox could write to the operator's screen past the output pipes and
- * cap, and change the terminal's settings and window size for good.
- * Sockets and devices get /dev/null as well (a socket's peer would be
- * reachable by writes).  The descriptor is the launcher's; -errno. */
-static int sandbox_stdin(void)
+ * opened for writing too, `<>file`, stays the caller's, and the caller's
+ * offset does not move); /dev/null for anything else.  A terminal above all
+ * never reaches a sandbox: through it a sandbox could write to the
+ * operator's screen past the output pipes and cap, and change the
+ * terminal's settings and window size for good.  Sockets and devices get
+ * /dev/null as well (a socket's peer would be reachable by writes).
+ * *ret_named: the descriptor has a path (a file, a named FIFO), which the
+ * sandbox could read back from /proc/self/fd: the caller hands the sandbox
+ * a pipe instead.  The descriptor is the launcher's; -errno. */
+static int sandbox_stdin(bool *ret_named)
 {
 	struct stat st;
-	char path[32];
+	char path[32], link[8];
 	int fd = -1;
 
+	*ret_named = false;
 	if (fstat(STDIN_FILENO, &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", STDIN_FILENO);
 		/* O_NONBLOCK: opening a FIFO that has no writer must not wait. */
@@ -162,6 +166,8 @@ static int sandbox_stdin(void)
 			close(fd);
 			fd = -1;
 		}
+		*ret_named = fd >= 0 && (S_ISREG(st.st_mode) ||
+		             readlink(path, link, sizeof(link)) != 6 || memcmp(link, "pipe:[", 6));
 	}
 	if (fd < 0)
 		fd = open("/dev/null", O_RDONLY | O_NOCTTY | O_CLOEXEC);
@@ -232,15 +238,34 @@ static void undo_pipes(struct launch *l)
 
 static int step_stdin(struct launch *l)
 {
-	l->in = sandbox_stdin();
-	if (l->in < 0)
-		return log_errno(l->in, "run: stdin");
+	_cleanup_close_ int src = -1;
+	int p[2];
+	bool named;
+
+	src = sandbox_stdin(&named);
+	if (src < 0)
+		return log_errno(src, "run: stdin");
+	if (!named) {
+		l->in = TAKE_FD(src);
+		return 0;
+	}
+	/* Through a pipe the watch loop fills (watch.c, stdin_pump); neither
+	 * end waits, and the source is this launcher's own open, so that
+	 * O_NONBLOCK on it is not the caller's. */
+	if (pipe2(p, O_CLOEXEC) < 0 || fcntl(p[1], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(src, F_SETFL, O_NONBLOCK) < 0)
+		return log_errno(-errno, "run: stdin: a pipe for it");
+	l->in = p[0];
+	l->w.in_pipe = p[1];
+	l->w.in_src = TAKE_FD(src);
 	return 0;
 }
 
 static void undo_stdin(struct launch *l)
 {
 	close_fd(&l->in);
+	close_fd(&l->w.in_src);
+	close_fd(&l->w.in_pipe);
 }
 
 static int step_output(struct launch *l)
@@ -296,7 +321,7 @@ static int step_lend_binds(struct launch *l)
 	for (size_t i = 0; i < sb->n_binds; i++) {
 		if (!sb->binds[i].rw)
 			continue;
-		r = bind_lend(&sb->binds[i], &l->ids, &l->lent[i]);
+		r = bind_lend(&sb->binds[i], &l->ids, &l->lent[i], &l->rec);
 		if (r < 0)
 			return r;
 	}
@@ -312,7 +337,8 @@ static void undo_lend_binds(struct launch *l)
 }
 
 /* A record only where a dead launcher would leave something for gc
- * (cgroups of the sandbox's own, a stage state directory) or a name is to
+ * (cgroups of the sandbox's own, a stage state directory, writable binds
+ * lent: the record lists them before they are lent) or a name is to
  * be claimed; a name asked for is claimed first.  The default name holds
  * the launcher's pid, and a pooled sandbox leaves nothing: the next taker
  * of a dead launcher's slot starts it over (pool.c).  Where /run is ext4,
@@ -323,7 +349,11 @@ static void undo_lend_binds(struct launch *l)
  * cgroups of the sandbox's own; this undo closes it either way. */
 static int step_record(struct launch *l)
 {
-	if (l->sb->name || l->sb->n_stages)
+	bool rw = false;
+
+	for (size_t i = 0; i < l->sb->n_binds; i++)
+		rw = rw || l->sb->binds[i].rw;
+	if (l->sb->name || l->sb->n_stages || rw)
 		return launch_record_open(&l->sb->node, l->name, &l->rec);
 	return 0;
 }
@@ -412,6 +442,8 @@ static __attribute__((noreturn)) void become_init(struct launch *l)
 	close(l->sp[0]);
 	close(l->out[0]);
 	close(l->err[0]);
+	close_fd(&l->w.in_src);
+	close_fd(&l->w.in_pipe);
 	if (l->rec.fd >= 0)
 		close(l->rec.fd);
 	if (l->cslot.lock_fd >= 0)
@@ -422,6 +454,8 @@ static __attribute__((noreturn)) void become_init(struct launch *l)
 		close(l->nslot.host_fd);
 		for (int i = 0; i < 3; i++)
 			close(l->nslot.stat_fd[i]);
+		for (int i = 0; i < 4; i++)
+			close(l->nslot.count_fd[i]);
 	}
 	init_main(&c);
 }
@@ -520,6 +554,69 @@ static int step_id_maps(struct launch *l)
 	int r = write_map(l->pid, "uid_map", l->ids.uid_base);
 
 	return r < 0 ? r : write_map(l->pid, "gid_map", l->ids.gid_base);
+}
+
+/* Write value into the sysctl at path; 0 or an errno. */
+static int sysctl_write(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), e = 0;
+
+	if (fd < 0)
+		return errno;
+	if (write(fd, value, strlen(value)) != (ssize_t)strlen(value))
+		e = errno ? errno : EIO;
+	close(fd);
+	return e;
+}
+
+/* The child of step_memfd_noexec, in the sandbox's pid namespace: shares
+ * the launcher's memory (vfork) and only opens, writes and exits.  It takes
+ * pid 2 there, and hands it on: the namespace's next pid is 2 again
+ * (ns_last_pid = 1) once it is reaped, so that the command is pid 2 as
+ * ever. */
+static int memfd_noexec_write(void)
+{
+	int e = sysctl_write("/proc/sys/vm/memfd_noexec", "2");
+
+	if (e == ENOENT)
+		e = 0;
+	return e ? e : sysctl_write("/proc/sys/kernel/ns_last_pid", "1");
+}
+
+/* vm.memfd_noexec = 2 in the sandbox's pid namespace, where the value is its
+ * own (a child namespace may raise it, never lower it): a memfd can no
+ * longer be made executable (MFD_EXEC fails with EACCES and every other
+ * memfd is sealed against exec), so a binary that exists only in memory
+ * cannot be run, and "nothing runs but these trees" holds.  The kernel lets
+ * only a process of that namespace write it, with CAP_SYS_ADMIN over the
+ * namespace's owner and host root's uid (the file's owner): not the init,
+ * whose uid is the sandbox's from the clone on, but a child of the
+ * launcher's made there (setns of its pid namespace for children, then
+ * back), reaped before the init has its mounts, so before the command
+ * exists.  A kernel before 6.3 has no such sysctl: nothing to set. */
+static int step_memfd_noexec(struct launch *l)
+{
+	_cleanup_close_ int own = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	int status = 0, r = 0;
+	pid_t pid;
+
+	if (own < 0)
+		return log_errno(-errno, "open /proc/self/ns/pid");
+	if (setns(l->pidfd, CLONE_NEWPID) < 0)
+		return log_errno(-errno, "enter the sandbox's pid namespace");
+	pid = vfork();
+	if (pid == 0)
+		_exit(memfd_noexec_write());
+	if (setns(own, CLONE_NEWPID) < 0)
+		r = log_errno(-errno, "return to the launcher's pid namespace");
+	if (pid < 0)
+		return log_errno(-errno, "set vm.memfd_noexec: fork");
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (r == 0 && (!WIFEXITED(status) || WEXITSTATUS(status)))
+		r = log_errno(WIFEXITED(status) ? -WEXITSTATUS(status) : -EIO,
+		              "set vm.memfd_noexec in the sandbox's pid namespace");
+	return r;
 }
 
 static int step_cgroup_attach(struct launch *l)
@@ -656,8 +753,8 @@ static const struct host_step host_steps[] = {
 	H("stdin", LAUNCH, REPLAY, PLAN_NEEDS_REQUEST, step_stdin, undo_stdin, enter_stdin),
 	H("gc", LAUNCH, NONE, 0, step_gc, NULL),
 	H("ids", SANDBOX, NONE, 0, step_ids, undo_ids),
-	H("lend binds", SANDBOX, NONE, 0, step_lend_binds, undo_lend_binds),
 	H("record", LAUNCH, NONE, 0, step_record, undo_record),
+	H("lend binds", SANDBOX, NONE, 0, step_lend_binds, undo_lend_binds),
 	/* an exec's processes live in a cgroup of their own under the sandbox's */
 	H("cgroups", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroups, undo_cgroups, enter_cgroups),
 	H("network namespace", SANDBOX, NONE, 0, step_netns, undo_netns),
@@ -669,6 +766,8 @@ static const struct host_step host_steps[] = {
 	  enter_clone),
 	H("record init", LAUNCH, NONE, 0, step_record_init, NULL),
 	H("id maps", SANDBOX, NONE, 0, step_id_maps, NULL),
+	/* pid-namespace-wide: an exec joins the namespace, and the value with it */
+	H("memfd noexec", SANDBOX, NONE, 0, step_memfd_noexec, NULL),
 	H("cgroup attach", PROCESS, REPLAY, PLAN_NEEDS_CGROUP, step_cgroup_attach, NULL,
 	  enter_cgroup_attach),
 	H("network", SANDBOX, NONE, 0, step_network, undo_network),
@@ -699,7 +798,7 @@ void launch_init(struct launch *l, struct sandbox *sb, char *const *argv,
 	*l = (struct launch){
 		.sb = sb, .argv = argv, .ret = ret, .sigfd = -1,
 		.out = { -1, -1 }, .err = { -1, -1 }, .sp = { -1, -1 }, .in = -1,
-		.w = { .sb = sb, .pidfd = -1,
+		.w = { .sb = sb, .pidfd = -1, .in_src = -1, .in_pipe = -1,
 		       .o = { { .in = -1, .out = -1 }, { .in = -1, .out = -1 } } },
 		.ids = ID_SLOT_INIT, .rec = LAUNCH_RECORD_INIT, .cslot = CGROUP_SLOT_INIT,
 		.nslot = NETNS_SLOT_INIT, .cgfd = -1, .cg_tasks = { -1, -1, -1, -1 },

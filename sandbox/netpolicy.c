@@ -397,7 +397,9 @@ static int veth_setup(struct net_state *ns, pid_t pid)
 	unsigned idx;
 	int r;
 
-	snprintf(ns->veth, sizeof(ns->veth), "lr%x.%x", (unsigned)getpid(), counter++);
+	/* lr<pid>.<n> in decimal, as ps shows the pid: "lr", 7 digits of a pid
+	 * (pid_max is at most 4194304), a dot and 5 digits fit IFNAMSIZ. */
+	snprintf(ns->veth, sizeof(ns->veth), "lr%u.%u", (unsigned)getpid(), counter++ % 100000);
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
 	netns = open(path, O_RDONLY | O_CLOEXEC);
 	if (netns < 0)

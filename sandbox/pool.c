@@ -19,7 +19,8 @@
  *   net.N       an empty file with the namespace bind-mounted on it (nsfs)
  *   net.N.lock  flock()ed by the launcher that uses slot N; its mtime is 0
  *               while a launcher uses the slot, and the time of release once
- *               it is back in the pool
+ *               it is back in the pool; it holds "counted HASH", the hash of
+ *               the namespace's counters as its last sandbox left them
  * A launcher takes the first slot whose lock it gets (N < 4 x CPUs); with
  * every slot taken it makes a namespace of its own as without a pool.  A
  * launcher that dies holding a slot releases the lock by dying, but leaves
@@ -32,10 +33,12 @@
  * (/proc/net/sockstat and sockstat6, and its unix sockets, opened while in
  * it) once every process of the sandbox is gone, and returns the namespace
  * to the pool only if no socket remains, TIME_WAIT included (one would keep
- * its port from a plain bind for a minute).  What does carry over are the
- * namespace's statistics (/proc/net/snmp, the loopback's byte counters) and
- * caches (TCP metrics of 127.0.0.1): sandbox/POLICY.md says so, and how to
- * turn pooling off.
+ * its port from a plain bind for a minute).  Nor may its statistics have
+ * moved (/proc/net/dev, snmp, snmp6, netstat: the loopback's packet counters
+ * above all), which cannot be reset: a sandbox that used its network at all
+ * leaves a namespace that is thrown away, and with it the caches that only
+ * traffic fills (TCP metrics of 127.0.0.1).  Sandboxes that never touch the
+ * network, most of them, still share a few.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -181,6 +184,54 @@ void netns_slot_init(struct netns_slot *s)
 	*s = (struct netns_slot)NETNS_SLOT_INIT;
 }
 
+/* The namespace's statistics: the interfaces' packet and byte counters and
+ * the protocols' (IP, ICMP, TCP, UDP, their extensions).  None can be reset
+ * (a loopback cannot be deleted and made again), and the next sandbox reads
+ * them (/proc/net, or RTM_GETLINK over netlink route, which it may use), so
+ * they would carry what one sandbox did to the next: a namespace whose
+ * counters moved while a sandbox had it is not reused (netns_slot_release). */
+static const char *const count_files[4] = {
+	"/proc/thread-self/net/dev", "/proc/thread-self/net/snmp",
+	"/proc/thread-self/net/snmp6", "/proc/thread-self/net/netstat",
+};
+
+/* FNV-1a over the counters' text; 0 when one cannot be read. */
+static uint64_t counters_hash(const struct netns_slot *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	char buf[8192];
+
+	for (int i = 0; i < 4; i++) {
+		ssize_t n;
+		off_t at = 0;
+
+		if (s->count_fd[i] < 0)
+			return 0;
+		while ((n = pread(s->count_fd[i], buf, sizeof(buf), at)) > 0) {
+			for (ssize_t j = 0; j < n; j++)
+				h = (h ^ (unsigned char)buf[j]) * 0x100000001b3ull;
+			at += n;
+		}
+		if (n < 0)
+			return 0;
+	}
+	return h ? h : 1;
+}
+
+/* The counters' hash a clean release wrote into the slot's lock file, 0 when
+ * it has none (a namespace made, or thrown away, since). */
+static uint64_t counted_read(int lock_fd)
+{
+	char buf[32];
+	ssize_t n = pread(lock_fd, buf, sizeof(buf) - 1, 0);
+	unsigned long long h = 0;
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return sscanf(buf, "counted %llx", &h) == 1 ? h : 0;
+}
+
 int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 {
 	const char *dir = pool_dir(&sb->node);
@@ -222,6 +273,8 @@ int netns_slot_take(const struct sandbox *sb, struct netns_slot *s)
 			return r;
 		}
 		s->ns_fd = open_netns(dfd, ns);
+		if (s->ns_fd >= 0)
+			s->counted = counted_read(fd);
 		if (s->ns_fd < 0) {
 			s->ns_fd = make_netns(dir, dfd, ns);
 			if (s->ns_fd < 0) {
@@ -251,6 +304,12 @@ int netns_slot_enter(struct netns_slot *s)
 	s->stat_fd[0] = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
 	s->stat_fd[1] = open("/proc/thread-self/net/sockstat6", O_RDONLY | O_CLOEXEC);
 	s->stat_fd[2] = open("/proc/thread-self/net/unix", O_RDONLY | O_CLOEXEC);
+	for (int i = 0; i < 4; i++)
+		s->count_fd[i] = open(count_files[i], O_RDONLY | O_CLOEXEC);
+	/* A namespace back from the pool has its counters' hash in the lock
+	 * file (netns_slot_release): one reading of them per launch, not two. */
+	if (!s->counted)
+		s->counted = counters_hash(s);
 	return 0;
 }
 
@@ -319,7 +378,16 @@ static bool netns_clean(const struct netns_slot *s)
 void netns_slot_release(struct netns_slot *s)
 {
 	if (s->lock_fd >= 0) {
-		if (s->ns_fd >= 0 && netns_clean(s)) {
+		if (s->ns_fd >= 0 && netns_clean(s) && s->counted &&
+		    counters_hash(s) == s->counted) {
+			char line[32];
+			int n = snprintf(line, sizeof(line), "counted %016llx\n",
+			                 (unsigned long long)s->counted);
+
+			/* Kept for the next taker; written once per namespace. */
+			if (counted_read(s->lock_fd) != s->counted &&
+			    pwrite(s->lock_fd, line, (size_t)n, 0) != n)
+				(void)!ftruncate(s->lock_fd, 0);
 			futimens(s->lock_fd, NULL);
 		} else if (s->ns_fd >= 0) {
 			char path[PATH_MAX];
@@ -327,14 +395,19 @@ void netns_slot_release(struct netns_slot *s)
 			snprintf(path, sizeof(path), "%s/net.%d", s->dir, s->index);
 			if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
 				log_errno(-errno, "pool: unmount '%s'", path);
-			else
+			else {
+				(void)!ftruncate(s->lock_fd, 0);   /* its hash goes with it */
 				futimens(s->lock_fd, NULL);
+			}
 		}
 		close(s->lock_fd);
 	}
 	for (int i = 0; i < 3; i++)
 		if (s->stat_fd[i] >= 0)
 			close(s->stat_fd[i]);
+	for (int i = 0; i < 4; i++)
+		if (s->count_fd[i] >= 0)
+			close(s->count_fd[i]);
 	if (s->ns_fd >= 0)
 		close(s->ns_fd);
 	if (s->host_fd >= 0)

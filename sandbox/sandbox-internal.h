@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #include "sandbox/sandbox.h"
 
@@ -253,8 +254,15 @@ int launch_record_open(const struct sandbox_node *n, const char *name, struct la
 int launch_record_add(struct launch_record *rec, const struct sandbox_cgroups *cg);
 /* Note the init's host pid in the record ("init PID"), where there is one:
  * what finds a running sandbox's init by its name.  Lines other than
- * "cgroup" ones are not the collector's. */
+ * "cgroup" and "bind" ones are not the collector's. */
 int launch_record_init(struct launch_record *rec, pid_t pid);
+/* List a writable bind's source in the record (st: as it was before the
+ * run; lent: its owner is to be changed to ids_uid), so that a collector of
+ * a dead launcher's record gives it back and clears the setuid and setgid
+ * bits the sandbox left (bind_return).  Call before lending it.  -EINVAL
+ * (logged) for a path with a newline, which a record line cannot hold. */
+int launch_record_add_bind(struct launch_record *rec, const char *path, const struct stat *st,
+                           uid_t ids_uid, bool lent);
 /* Close the record, and remove it when what it lists is gone (remove);
  * otherwise it stays for `lazyroot gc`.  Safe on an unopened one. */
 void launch_record_close(struct launch_record *rec, bool remove);
@@ -291,10 +299,12 @@ struct netns_slot {
 	int ns_fd;              /* the namespace */
 	int host_fd;            /* the launcher's own network namespace */
 	int stat_fd[3];         /* its sockstat, sockstat6 and unix, opened inside it */
+	int count_fd[4];        /* its counters: dev, snmp, snmp6, netstat, opened inside it */
+	uint64_t counted;       /* a hash of the counters as the sandbox found them */
 	int index;
 	const char *dir;        /* the pool directory it is in (borrowed from the sandbox) */
 };
-#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, -1, NULL }
+#define NETNS_SLOT_INIT { -1, -1, -1, { -1, -1, -1 }, { -1, -1, -1, -1 }, 0, -1, NULL }
 void netns_slot_init(struct netns_slot *s);
 /* Take a free slot of the pool (making its namespace if the slot has none)
  * when pooling is on and the policy has no allowlist and no sysfs.  0 with
@@ -419,11 +429,27 @@ const struct sandbox_stage *policy_start_stage(const struct sandbox *sb);
 
 /* ---- capabilities (caps.c) ---------------------------------------------- */
 
-/* Empty the bounding and ambient sets (needs CAP_SETPCAP, so call before
- * caps_drop_all). */
+/* What a command run as root inside keeps, over its own user namespace
+ * only: changing ids (setuid, setgid, setgroups) and owners, which a
+ * package manager's privilege drop needs (apt to _apt, dpkg's chown).  The
+ * namespace maps the sandbox's own block of host ids and nothing else, so
+ * neither reaches a host object: the kernel grants them only to mapped ids,
+ * and on an inode only when its owner and group are mapped
+ * (docs/security.md, "Root inside").  Not CAP_DAC_OVERRIDE nor CAP_FOWNER:
+ * masks and hidden paths are empty mode-000 directories and files of the
+ * sandbox's own, which they would open. */
+#define CAPS_ROOT_KEPT ((1ull << 0) /* CAP_CHOWN */ | (1ull << 6) /* CAP_SETGID */ | \
+                        (1ull << 7) /* CAP_SETUID */)
+
+/* Empty the ambient set and the bounding set but for CAPS_ROOT_KEPT (needs
+ * CAP_SETPCAP, so call before caps_drop_all): no_new_privs keeps an exec from
+ * gaining any of them, so only a command that holds them keeps them. */
 int caps_drop_bounding(void);
 /* Empty the inheritable, permitted and effective sets. */
 int caps_drop_all(void);
+/* Permitted and effective sets of keep (a mask of 1 << CAP_*) alone,
+ * inheritable empty. */
+int caps_limit(uint64_t keep);
 /* Copy the permitted set into the effective set (after a change of the
  * effective uid from 0 cleared it). */
 int caps_raise_effective(void);

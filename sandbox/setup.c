@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 
 #include "lib/lib.h"
 #include "sandbox/sandbox-internal.h"
@@ -176,7 +177,52 @@ static int make_target(int rootfd, const char *path, bool dir)
  * the init waits), docs/perf-log.md, "Launch CPU, third pass". */
 static int mask_fd = -1;
 
-static int mask_init(bool keep_fd)
+/* The host's memory in bytes, 0 when unknown: sysinfo, a fifth of the CPU
+ * of reading /proc/meminfo (which sums every counter). */
+static uint64_t host_mem_total(void)
+{
+	struct sysinfo si;
+
+	return sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0;
+}
+
+/* mask/meminfo, what the sandbox reads as /proc/meminfo: a fixed view in
+ * which the whole of the sandbox's memory limit (the host's memory when it
+ * has none, or less) is total, free and available, swap and every other
+ * counter zero.  The host's own counters change with every sandbox's use,
+ * which made them a channel between sandboxes; a view that never changes
+ * carries nothing.  Programs that size themselves by MemAvailable see the
+ * limit they live under.  sysinfo(2) still answers with the host's figures:
+ * seccomp cannot rewrite a syscall's answer (docs/security.md). */
+static int write_meminfo(const struct sandbox *sb)
+{
+	static const char *const zero[] = {
+		"Buffers", "Cached", "SwapCached", "Active", "Inactive", "Active(anon)",
+		"Inactive(anon)", "Active(file)", "Inactive(file)", "Unevictable", "Mlocked",
+		"SwapTotal", "SwapFree", "Dirty", "Writeback", "AnonPages", "Mapped", "Shmem",
+		"KReclaimable", "Slab", "SReclaimable", "SUnreclaim", "KernelStack", "PageTables",
+		"CommitLimit", "Committed_AS", "HugePages_Total", "HugePages_Free",
+	};
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	_cleanup_close_ int fd = -1;
+	uint64_t host = host_mem_total(), kib;
+
+	kib = (sb->memory && (!host || sb->memory < host) ? sb->memory : host) / 1024;
+	if (buf_printf(&b, "MemTotal:       %8llu kB\nMemFree:        %8llu kB\n"
+	               "MemAvailable:   %8llu kB\n", (unsigned long long)kib,
+	               (unsigned long long)kib, (unsigned long long)kib) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < ARRAY_SIZE(zero); i++)
+		if (buf_printf(&b, "%s:%*s%8u%s\n", zero[i], (int)(15 - strlen(zero[i])), "", 0u,
+		               strncmp(zero[i], "HugePages", 9) ? " kB" : "") < 0)
+			return -ENOMEM;
+	fd = open(BASE "/mask/meminfo", O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0444);
+	if (fd < 0 || write(fd, b.data, b.len) != (ssize_t)b.len || fchmod(fd, 0444) < 0)
+		return log_errno(errno ? -errno : -EIO, "create '%s'", BASE "/mask/meminfo");
+	return 0;
+}
+
+static int mask_init(const struct sandbox *sb, bool keep_fd)
 {
 	int fd, r = make_dir(BASE "/mask", 0755);
 
@@ -191,6 +237,9 @@ static int mask_init(bool keep_fd)
 	/* mkdir and open apply the umask: make sure both are 000 */
 	if (chmod(BASE "/mask/dir", 0) < 0 || chmod(BASE "/mask/file", 0) < 0)
 		return log_errno(-errno, "chmod '%s'", BASE "/mask");
+	r = write_meminfo(sb);
+	if (r < 0)
+		return r;
 	/* A read-only mount of its own: every bind of it is read-only too. */
 	r = do_mount(BASE "/mask", BASE "/mask", NULL, MS_BIND, NULL);
 	if (r == 0)
@@ -242,11 +291,15 @@ int mask_path(int dirfd, const char *path)
  * build configuration, symbols, log, modules, keys, timers, interrupt counts
  * (a side channel on the host's activity, as is pressure/), the host
  * filesystems' internals (fs/: ext4 and jbd2 statistics of the host's disks),
- * its drivers and ACPI tables.  What a kernel lacks is skipped. */
+ * its drivers and ACPI tables, and the node's memory counters (vmstat,
+ * zoneinfo, buddyinfo, pagetypeinfo, slabinfo, swaps: they move with every
+ * sandbox's use, a channel between sandboxes; meminfo gets a view of the
+ * sandbox's own instead, write_meminfo).  What a kernel lacks is skipped. */
 static const char *const proc_masked_files[] = {
 	"cmdline", "config.gz", "bootconfig", "kallsyms", "kcore", "kmsg", "keys", "key-users",
 	"modules", "interrupts", "softirqs", "timer_list", "timer_stats", "sched_debug",
-	"latency_stats", "sysrq-trigger",
+	"latency_stats", "sysrq-trigger", "vmstat", "zoneinfo", "buddyinfo", "pagetypeinfo",
+	"slabinfo", "swaps",
 };
 static const char *const proc_masked_dirs[] = {
 	"acpi", "asound", "scsi", "fs", "driver", "pressure", "dynamic_debug",
@@ -293,12 +346,14 @@ int setup_sys(const struct sandbox *sb)
 int setup_masks(const struct sandbox *sb)
 {
 	char path[64];
-	int r = mask_init(policy_hides(sb));
+	int r = mask_init(sb, policy_hides(sb));
 
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_files); i++) {
 		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_files[i]);
 		r = mask_before_pivot(path, false);
 	}
+	if (r == 0 && mount(BASE "/mask/meminfo", ROOT "/proc/meminfo", NULL, MS_BIND, NULL) < 0)
+		r = log_errno(-errno, "mask '%s'", ROOT "/proc/meminfo");
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(proc_masked_dirs); i++) {
 		snprintf(path, sizeof(path), ROOT "/proc/%s", proc_masked_dirs[i]);
 		r = mask_before_pivot(path, true);

@@ -165,6 +165,29 @@ void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* Move what the stdin source has into the sandbox's stdin pipe, without
+ * waiting on either: splice (no copy through the launcher's memory), one
+ * call per wakeup.  EAGAIN after the pipe said it had room means the source
+ * has nothing yet (a named FIFO), after the source said it had something
+ * that the pipe is full: wait for the other one then.  End of file, or a
+ * sandbox that closed its stdin, ends the copy and closes the pipe, which
+ * the sandbox then reads as end of file. */
+static void stdin_pump(struct watch *w)
+{
+	ssize_t n = splice(w->in_src, NULL, w->in_pipe, NULL, 1 << 16, SPLICE_F_NONBLOCK);
+
+	if (n > 0)
+		return;
+	if (n < 0 && errno == EINTR)
+		return;
+	if (n < 0 && errno == EAGAIN) {
+		w->in_wait_src = !w->in_wait_src;
+		return;
+	}
+	close_fd(&w->in_src);
+	close_fd(&w->in_pipe);
+}
+
 /* Watch the running sandbox until its init is gone: output, wall clock, the
  * launcher's own signals, and the cgroups' OOM and pids events (cgroup.c
  * says which are announced and which are read on a timer).  An idle
@@ -182,11 +205,12 @@ void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int sigfd, ui
 	if (cw.period_ms >= 0)
 		next_read = now_ns() + (uint64_t)cw.period_ms * 1000000;
 	for (;;) {
-		struct pollfd pfd[8] = {
+		struct pollfd pfd[9] = {
 			{ w->pidfd, POLLIN, 0 }, { -1, POLLIN, 0 }, { -1, POLLIN, 0 },
 			{ sigfd, POLLIN, 0 }, { cw.fd[CGW_MEMORY], cw.events[CGW_MEMORY], 0 },
 			{ cw.fd[CGW_PIDS], cw.events[CGW_PIDS], 0 },
 			{ -1, POLLOUT, 0 }, { -1, POLLOUT, 0 },
+			{ -1, 0, 0 },   /* stdin's source or pipe (stdin_pump) */
 		};
 		int timeout = -1, n;
 		uint64_t now = now_ns();
@@ -198,6 +222,10 @@ void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int sigfd, ui
 				pfd[6 + i].fd = w->o[i].out;
 			else
 				pfd[1 + i].fd = w->o[i].in;
+		}
+		if (w->in_pipe >= 0) {
+			pfd[8].fd = w->in_wait_src ? w->in_src : w->in_pipe;
+			pfd[8].events = w->in_wait_src ? POLLIN : POLLOUT;
 		}
 		if (next_read)
 			timeout = now >= next_read ? 0 : (int)((next_read - now) / 1000000) + 1;
@@ -214,7 +242,7 @@ void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int sigfd, ui
 			if (!w->killed && (timeout < 0 || left_ms < (uint64_t)timeout))
 				timeout = (int)(left_ms < INT_MAX ? left_ms : INT_MAX);
 		}
-		n = poll(pfd, 8, timeout);
+		n = poll(pfd, 9, timeout);
 		if (n < 0 && errno != EINTR)
 			break;
 		read_now = next_read && now_ns() >= next_read;
@@ -230,6 +258,8 @@ void watch_loop(struct watch *w, const struct sandbox_cgroups *cg, int sigfd, ui
 					out_write(&w->o[i]);
 			}
 		}
+		if (pfd[8].fd >= 0 && pfd[8].revents)
+			stdin_pump(w);
 		if (pfd[3].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

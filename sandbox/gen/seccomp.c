@@ -47,6 +47,18 @@
  *     bits: the rules compare the low 32 bits only, and for the file-swapping
  *     ones only the type and number (the low 16 bits), so that no size or
  *     direction variant slips through.
+ * Two kinds of node-wide state that no namespace divides:
+ *   - legacy AIO (io_setup, io_submit, io_getevents, io_pgetevents,
+ *     io_cancel, io_destroy) is not in the table, so it fails with ENOSYS:
+ *     every context takes events from one node-wide budget
+ *     (fs.aio-max-nr), which one sandbox could hold alone, so that io_setup
+ *     failed for every process on the node.  glibc's POSIX AIO uses threads,
+ *     and libaio users (databases, fio) fall back to their synchronous path
+ *     on ENOSYS, as on a kernel built without AIO;
+ *   - sync() and syncfs() return 0 without doing anything: either would
+ *     write back dirty pages of the host's filesystems (a writable bind's,
+ *     or every one for sync), a cost the whole node pays.  fsync,
+ *     fdatasync and sync_file_range of the sandbox's own files still work.
  * Sockets: socket() only for AF_UNIX, AF_INET and AF_INET6 (stream or
  * datagram, protocol 0, TCP or UDP: no SCTP, UDP-Lite, MPTCP, raw or packet
  * sockets) and AF_NETLINK with NETLINK_ROUTE; socketpair() only for AF_UNIX.
@@ -150,6 +162,7 @@ enum action {
 	A_EPERM,
 	A_IO_URING,             /* EPERM, or allowed by the io_uring filter */
 	A_CLONE3,               /* ENOSYS on purpose: libc falls back to clone */
+	A_SUCCEED,              /* returns 0 without doing anything */
 	/* argument checks */
 	A_IOCTL, A_CLONE, A_SOCKET, A_SOCKETPAIR, A_PERSONALITY, A_PREADV2,
 };
@@ -171,8 +184,8 @@ static const struct sys table[] = {
 	S(preadv2, A_PREADV2), S(pwritev2, A_ALLOW), S(access, A_ALLOW), S(faccessat, A_ALLOW),
 	S(faccessat2, A_ALLOW), S(pipe, A_ALLOW), S(pipe2, A_ALLOW), S(dup, A_ALLOW),
 	S(dup2, A_ALLOW), S(dup3, A_ALLOW), S(sendfile, A_ALLOW), S(fcntl, A_ALLOW),
-	S(flock, A_ALLOW), S(fsync, A_ALLOW), S(fdatasync, A_ALLOW), S(syncfs, A_ALLOW),
-	S(sync, A_ALLOW), S(sync_file_range, A_ALLOW), S(truncate, A_ALLOW),
+	S(flock, A_ALLOW), S(fsync, A_ALLOW), S(fdatasync, A_ALLOW), S(syncfs, A_SUCCEED),
+	S(sync, A_SUCCEED), S(sync_file_range, A_ALLOW), S(truncate, A_ALLOW),
 	S(ftruncate, A_ALLOW), S(fallocate, A_ALLOW), S(getdents, A_ALLOW),
 	S(getdents64, A_ALLOW), S(getcwd, A_ALLOW), S(chdir, A_ALLOW), S(fchdir, A_ALLOW),
 	S(rename, A_ALLOW), S(renameat, A_ALLOW), S(renameat2, A_ALLOW), S(mkdir, A_ALLOW),
@@ -199,8 +212,6 @@ static const struct sys table[] = {
 	S(epoll_pwait2, A_ALLOW), S(eventfd, A_ALLOW), S(eventfd2, A_ALLOW),
 	S(signalfd, A_ALLOW), S(signalfd4, A_ALLOW), S(timerfd_create, A_ALLOW),
 	S(timerfd_settime, A_ALLOW), S(timerfd_gettime, A_ALLOW),
-	S(io_setup, A_ALLOW), S(io_destroy, A_ALLOW), S(io_getevents, A_ALLOW),
-	S(io_pgetevents, A_ALLOW), S(io_submit, A_ALLOW), S(io_cancel, A_ALLOW),
 	/* memory */
 	S(mmap, A_ALLOW), S(mprotect, A_ALLOW), S(munmap, A_ALLOW), S(brk, A_ALLOW),
 	S(mremap, A_ALLOW), S(msync, A_ALLOW), S(madvise, A_ALLOW), S(mlock, A_ALLOW),
@@ -517,6 +528,7 @@ static void leaf(struct prog *p, enum action a, bool allow_io_uring)
 	switch (a) {
 	case A_ALLOW: ret(p, SECCOMP_RET_ALLOW); break;
 	case A_EPERM: ret(p, RET_ERRNO(EPERM)); break;
+	case A_SUCCEED: ret(p, RET_ERRNO(0)); break;
 	case A_IO_URING: ret(p, allow_io_uring ? SECCOMP_RET_ALLOW : RET_ERRNO(EPERM)); break;
 	case A_ENOSYS:
 	case A_CLONE3: ret(p, RET_ERRNO(ENOSYS)); break;

@@ -24,7 +24,7 @@ done
 sb_start allow --allow "host:$allowed" --set io_uring=true -- /lr/attack "$HOST_PIDNS" reach -
 progs=$(bpf_progs "$SB_LAST")
 check test "$(wc -w <<<"$progs")" = 4
-veth=$(cd /sys/class/net && ls -d "lr$(printf %x "$SB_PID")."* 2>/dev/null || true)
+veth=$(cd /sys/class/net && ls -d "lr$SB_PID."* 2>/dev/null || true)
 check test -n "$veth"
 for i in "${items[@]}"; do
 	sb_ask "$i"

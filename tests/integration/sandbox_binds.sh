@@ -4,7 +4,8 @@
 # symlink to /etc/shadow named like the result file, a device node, a setuid file deeper than
 # the launcher walks), every file it made is owned by its own host ids, none has a setuid or
 # setgid bit a host user can reach, and SRC is given back as it was. A consumer that opens
-# results with O_NOFOLLOW | O_NONBLOCK is not fooled by the symlink nor held by the FIFO.
+# results with O_NOFOLLOW | O_NONBLOCK is not fooled by the symlink nor held by the FIFO. After
+# a SIGKILL of the launcher, `lazyroot gc` gives SRC back and clears the bits the same way.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/sandbox.sh"
 need_cmd setpriv find
@@ -64,4 +65,38 @@ echo before >"$WORK/file"
 check sb_run --bind "$WORK/file:/result:rw" -- /bin/sh -c 'echo after >/result'
 check grep -qx after "$WORK/file"
 check test "$(stat -c '%u:%g:%a' "$WORK/file")" = 0:0:644
+
+# A launcher killed by SIGKILL cannot give its bind back: the record it listed the bind in
+# before lending it lets `lazyroot gc` do it, owner and mode as before and no setuid or setgid
+# bit left. Records of this test's own, so that no other launcher's collection races its gc.
+export LAZYROOT_RECORD_DIR=$WORK/launchers
+SB_RECORDS=$LAZYROOT_RECORD_DIR
+mkdir -m 0755 "$WORK/killed"
+before=$(stat -c '%u:%g:%a' "$WORK/killed")
+mkfifo "$WORK/killed.out"
+SB_EXEC=1 sb_run --bind "$WORK/killed:/out:rw" -- /bin/sh -c \
+	'echo x >/out/suid && chmod 4755 /out/suid && mkdir /out/d && chmod 2755 /out/d && echo ready && exec sleep 600' \
+	>"$WORK/killed.out" &
+launcher=$!
+_sb_count=$((_sb_count + 1))
+cleanup_add kill -KILL "$launcher"
+read -r line <"$WORK/killed.out" || line=
+check test "$line" = ready
+check test "$(stat -c %u "$WORK/killed")" = "$SB_UID_BASE"
+init=$(ps -e -o pid=,ppid= | awk -v p="$launcher" '$2 == p { print $1 }')
+kill -KILL "$launcher"
+wait "$launcher" || true
+# The init dies with its launcher (PR_SET_PDEATHSIG), and the pid namespace with it.
+[ -z "$init" ] || python3 -c '
+import os, select, sys
+try:
+    fd = os.pidfd_open(int(sys.argv[1]))
+except ProcessLookupError:
+    sys.exit(0)
+select.select([fd], [], [], 10)' "$init"
+check test -u "$WORK/killed/suid"
+check "$LAZYROOT" gc
+check test "$(stat -c '%u:%g:%a' "$WORK/killed")" = "$before"
+check test -z "$(find "$WORK/killed" -perm /6000)"
+check test -z "$(find "$LAZYROOT_RECORD_DIR" -name "$SB_NAME-*")"
 check sb_no_leftovers

@@ -6,7 +6,8 @@
 # a namespace with a socket left (TIME_WAIT) is not reused; a launcher killed by SIGKILL leaves a
 # slot that the next launcher takes with a fresh namespace, and nothing else (nor a record, for
 # a sandbox of the default name); each sandbox in a slot has its own limits, and the slot carries
-# its counters to the next; `lazyroot gc --pool`
+# its cgroup counters to the next; a namespace whose packet counters moved is not handed on;
+# `lazyroot gc --pool`
 # removes the pool; an allowlist, sysfs = true, pool = false and LAZYROOT_POOL=0 keep a
 # namespace of the sandbox's own.
 . "$(dirname "$0")/../lib/common.sh"
@@ -103,6 +104,8 @@ check test "$(sed -n 2p <<<"$out")" = refused
 check test "$(sed -n 3p <<<"$out")" = "sockets: used 1"
 check test "$(sed -n 4p <<<"$out")" = 0
 
+# The probe's refused connection went over the loopback and moved the namespace's counters,
+# which cannot be reset: the slot has a fresh namespace now.
 # A namespace left with a socket (here TIME_WAIT, after the server closed first) is not reused:
 # the slot gets a fresh one, and the old one is unmounted.
 tw='import socket
@@ -110,9 +113,11 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 c = socket.create_connection(s.getsockname()); a, _ = s.accept(); a.close(); c.recv(1); c.close()
 print(open("/proc/net/sockstat").read().split("\n")[1])'
 out=$(sb_run -- /bin/sh -c 'python3 -c "$2"; python3 -c "$1"' sh "$tw" "$cookie")
-check test "$(sed -n 1p <<<"$out")" = "$a"
+tw_ns=$(sed -n 1p <<<"$out")
+check test "$tw_ns" != "$a"
 check grep -q 'tw 1' <<<"$(sed -n 2p <<<"$out")"
 c=$(netns_of)
+check test "$c" != "$tw_ns"
 check test "$c" != "$a"
 check test "$c" = "$(slot_ns 0)"
 check test "$(pool_mounts)" = 1
@@ -299,6 +304,21 @@ check test -e "$memdir/cgroup.procs"
 check test -z "$(cat "$memdir/cgroup.procs")"
 out=$("$LAZYROOT" gc --json)
 check test "$(python3 -c 'import json, sys; print(len(json.load(sys.stdin)["removed"]))' <<<"$out")" = 0
+check sb_no_leftovers
+
+# A sandbox that sends over its loopback moves the namespace's counters (/proc/net/dev, snmp),
+# which cannot be reset: that namespace is not handed on, and the next sandbox's loopback has
+# counted nothing (attack: a message left in the packet counters for the sandbox after it).
+used=$(netns_of)
+check test "$used" = "$(netns_of)"
+check sb_run -- /usr/bin/python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(3):
+    s.sendto(b"x", ("127.0.0.1", 9))'
+check test "$(netns_of)" != "$used"
+lo_packets='print([l.split()[2] for l in open("/proc/net/dev") if l.strip().startswith("lo:")][0])'
+check test "$(sb_run -- /usr/bin/python3 -c "$lo_packets")" = 0
+check test "$(pool_mounts)" = 1
 check sb_no_leftovers
 
 # gc --pool removes every idle pooled namespace and cgroup slot; plain gc keeps recent ones.

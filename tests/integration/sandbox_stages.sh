@@ -78,7 +78,7 @@ name=$SB_LAST
 cleanup_add rm -rf "/run/lazyroot/sandboxes/$name"
 progs=$(bpf_progs "$name")
 check test "$(wc -w <<<"$progs")" = 4
-veth=$(cd /sys/class/net && ls -d "lr$(printf %x "$SB_PID")."*)
+veth=$(cd /sys/class/net && ls -d "lr$SB_PID."*)
 kill -KILL "$SB_PID"
 wait "$SB_PID" || true
 exec 7<&- 8>&-

@@ -49,49 +49,7 @@
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
-static int failures;
-
-static void result(bool ok, const char *what, int err)
-{
-	printf("%s - %s (%s)\n", ok ? "ok" : "FAIL", what, err ? strerror(err) : "succeeded");
-	if (!ok)
-		failures++;
-}
-
-/* r is a syscall's return; the attempt must fail with want. */
-static void expect_errno(long r, int want, const char *what)
-{
-	int e = r < 0 ? errno : 0;
-
-	result(r < 0 && e == want, what, e);
-}
-
-/* The attempt must fail, with any error. */
-static void expect_fail(long r, const char *what)
-{
-	int e = r < 0 ? errno : 0;
-
-	result(r < 0, what, e);
-}
-
-/* A write refused by Landlock (EACCES) or by a read-only mount (EROFS). */
-static void expect_write_refused(long r, const char *what)
-{
-	int e = r < 0 ? errno : 0;
-
-	result(r < 0 && (e == EACCES || e == EROFS), what, e);
-}
-
-static void refuse_on_host(const char *host_inode)
-{
-	struct stat st;
-
-	if (stat("/proc/self/ns/pid", &st) < 0 || strtoull(host_inode, NULL, 10) == 0 ||
-	    (unsigned long long)st.st_ino == strtoull(host_inode, NULL, 10) || getpid() > 64) {
-		fprintf(stderr, "attack: not inside a sandbox's pid namespace; refusing to act\n");
-		exit(3);
-	}
-}
+#include "attack.h"
 
 /* ---- the file-swapping, cloning and dedupe ioctls ---------------------- */
 

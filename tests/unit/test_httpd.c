@@ -3,7 +3,10 @@
  * thread speaking raw HTTP/1.1.  Routes (exact and prefix), 404, 405 with
  * Allow, a body delivered whole, a body over the bound refused with 413
  * (declared or not), a head over the bound refused, a handler's failure as
- * 500, and a server freed while a client stays connected. */
+ * 500, and a server freed while a client stays connected.  Threaded: "{}"
+ * segments, unknown query parameters refused, JSON errors, a streamed
+ * answer, a handler that waits while another client is served, a head
+ * trickled in cut off by the watchdog, and a peer refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <poll.h>
 
 #include "lib/lib.h"
 #include "lib/loop.h"
@@ -45,11 +49,11 @@ static int broken(void *ud, const struct node_http_request *req, struct node_htt
 }
 
 static const struct node_http_route routes[] = {
-	{ "GET", "/hello", hello },
-	{ "GET", "/files/", hello },
-	{ "POST", "/echo", echo },
-	{ "PUT", "/echo", echo },
-	{ "GET", "/broken", broken },
+	{ "GET", "/hello", hello, NULL },
+	{ "GET", "/files/", hello, NULL },
+	{ "POST", "/echo", echo, NULL },
+	{ "PUT", "/echo", echo, NULL },
+	{ "GET", "/broken", broken, NULL },
 };
 
 struct client {
@@ -278,6 +282,193 @@ static void test_httpd__free_with_a_client_connected(void **state)
 	loop_free(l);
 }
 
+/* ---- threaded ---- */
+
+static int wait_pipe[2] = { -1, -1 };
+
+static int params(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	const char *n = node_http_arg(req, "n");
+
+	fprintf(rep->body, "%s %s %s\n", req->param[0], req->param[1], n ? n : "-");
+	return 0;
+}
+
+static int waits(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	char b;
+
+	assert_int_equal(read(wait_pipe[0], &b, 1), 1);
+	fputs("waited\n", rep->body);
+	return 0;
+}
+
+static int refused(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	return node_http_error(rep, 409, "sandbox '%s' is %s", req->param[0], "busy");
+}
+
+struct pieces {
+	int left;
+};
+
+static ssize_t pieces_read(void *sud, char *buf, size_t max)
+{
+	struct pieces *p = sud;
+
+	if (!p->left)
+		return 0;
+	p->left--;
+	return snprintf(buf, max, "piece%d;", p->left);
+}
+
+static int streams(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	struct pieces *p = malloc(sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->left = 3;
+	rep->content_type = "application/x-pieces";
+	rep->stream = (struct node_http_stream){ pieces_read, free, p };
+	return 0;
+}
+
+static const struct node_http_route threaded_routes[] = {
+	{ "GET", "/items/{}/sub/{}", params, "n" },
+	{ "GET", "/wait", waits, "" },
+	{ "GET", "/stream", streams, "" },
+	{ "POST", "/items/{}", refused, "" },
+	{ "GET", "/hello", hello, "" },
+};
+
+static void *refuse_odd(void *ud, int fd)
+{
+	static atomic_int n;
+
+	if (atomic_fetch_add(&n, 1) == 2)
+		return NULL;   /* the third connection */
+	return strdup("peer");
+}
+
+/* One request on a fresh connection, blocking (a threaded server needs no
+ * loop run); the raw reply. */
+static char *ask(const struct client *c, const char *request)
+{
+	int fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t len = 0;
+	char *reply = calloc(1, 65536);
+	ssize_t n;
+
+	assert_non_null(reply);
+	assert_int_equal(connect(fd, (const struct sockaddr *)&c->addr, c->addrlen), 0);
+	(void)write_full(fd, request, strlen(request));
+	while (len < 65535 && (n = read(fd, reply + len, 65535 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	return reply;
+}
+
+struct asker {
+	const struct client *c;
+	const char *request;
+	char *reply;
+	atomic_bool done;
+};
+
+static void *asker_main(void *arg)
+{
+	struct asker *a = arg;
+
+	a->reply = ask(a->c, a->request);
+	atomic_store(&a->done, true);
+	return NULL;
+}
+
+static void test_httpd__threaded(void **state)
+{
+	struct client c = { 0 };
+	struct node_httpd_params p = { .routes = threaded_routes,
+	                               .nroutes = ARRAY_SIZE(threaded_routes), .name = "test",
+	                               .max_head = 4096, .timeout_s = 10, .head_timeout_s = 1,
+	                               .json_errors = true, .max_conns = 64, .peer = refuse_odd };
+	struct asker a = { .c = &c };
+	struct node_httpd *h = NULL;
+	pthread_t t;
+	uint64_t t0;
+	char *r, b;
+	int fd = listen_unix(&c);
+
+	assert_int_equal(pipe(wait_pipe), 0);
+	assert_int_equal(node_httpd_new(NULL, &p, &fd, &h), 0);
+	assert_int_equal(fd, -1);
+
+	r = ask(&c, "GET /items/a1/sub/b2?n=7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 200 "));
+	assert_non_null(strstr(r, "\r\n\r\na1 b2 7\n"));
+	free(r);
+	r = ask(&c, "GET /items/a1/sub/b2?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 400 "));
+	assert_non_null(strstr(r, "Content-Type: application/json\r\n"));
+	assert_non_null(strstr(r, "unknown query parameter 'x'"));
+	free(r);
+	/* the third connection: refused by the peer function */
+	r = ask(&c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_null(strstr(r, "HTTP/1.1 200 "));
+	free(r);
+	r = ask(&c, "GET /items/a1/sub HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 404 "));
+	assert_non_null(strstr(r, "{\"error\":\"/items/a1/sub: not found\"}\n"));
+	free(r);
+	r = ask(&c, "POST /items/s7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 409 "));
+	assert_non_null(strstr(r, "{\"error\":\"sandbox 's7' is busy\"}\n"));
+	free(r);
+	r = ask(&c, "GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "Transfer-Encoding: chunked\r\n"));
+	assert_non_null(strstr(r, "piece2;"));
+	assert_non_null(strstr(r, "piece0;"));
+	assert_non_null(strstr(r, "\r\n0\r\n\r\n"));
+	free(r);
+
+	/* a handler that waits holds up only its own client */
+	a.request = "GET /wait HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	assert_int_equal(pthread_create(&t, NULL, asker_main, &a), 0);
+	r = ask(&c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "hello /hello\n"));
+	free(r);
+	assert_false(atomic_load(&a.done));
+	assert_int_equal(write(wait_pipe[1], "x", 1), 1);
+	pthread_join(t, NULL);
+	assert_non_null(strstr(a.reply, "waited\n"));
+	free(a.reply);
+
+	/* a head trickled in: cut off after head_timeout_s (1 s), long before
+	 * the idle timeout (10 s), though the client keeps sending */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&c.addr, c.addrlen), 0);
+	t0 = now_ns();
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		if (send(fd, "X", 1, MSG_NOSIGNAL) != 1)
+			break;
+		if (poll(&pf, 1, 200) == 1) {
+			assert_true(read(fd, &b, 1) <= 0);
+			break;
+		}
+		assert_true(now_ns() - t0 < 5000000000ull);
+	}
+	assert_true(now_ns() - t0 >= 900000000ull);
+	close(fd);
+	r = ask(&c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "hello /hello\n"));
+	free(r);
+	node_httpd_free(h);
+	close(wait_pipe[0]);
+	close(wait_pipe[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,6 +476,7 @@ int main(void)
 		cmocka_unit_test(test_httpd__routes_over_tcp),
 		cmocka_unit_test(test_httpd__bounds),
 		cmocka_unit_test(test_httpd__free_with_a_client_connected),
+		cmocka_unit_test(test_httpd__threaded),
 	};
 	char path[sizeof(dir) + 16];
 	int r;

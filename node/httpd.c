@@ -31,6 +31,9 @@
  * struct; threaded, MHD_stop_daemon() joins every connection's thread
  * (streams see req->stopping and end) and the struct is freed at once.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -374,9 +377,23 @@ static enum MHD_Result answer_stream(struct MHD_Connection *conn, const struct n
 	return r;
 }
 
+/* Runs rt (or, authorizing, h's authorize with no route parameters): its
+ * answer queued, or, authorizing, *ret_go set when it lets the request on
+ * and nothing queued. */
+static enum MHD_Result run_fn(struct node_httpd *h, struct MHD_Connection *conn,
+                              const struct node_http_route *rt, const char *method,
+                              const char *url, struct req *q, bool *ret_go);
+
 static enum MHD_Result dispatch(struct node_httpd *h, struct MHD_Connection *conn,
                                 const struct node_http_route *rt, const char *method,
                                 const char *url, struct req *q)
+{
+	return run_fn(h, conn, rt, method, url, q, NULL);
+}
+
+static enum MHD_Result run_fn(struct node_httpd *h, struct MHD_Connection *conn,
+                              const struct node_http_route *rt, const char *method,
+                              const char *url, struct req *q, bool *ret_go)
 {
 	struct node_http_reply rep = { .status = MHD_HTTP_OK,
 	                               .content_type = "text/plain; charset=utf-8" };
@@ -388,7 +405,7 @@ static enum MHD_Result dispatch(struct node_httpd *h, struct MHD_Connection *con
 	size_t len = 0;
 	int r;
 
-	if (rt->args) {
+	if (rt->args && !ret_go) {
 		struct args_check a = { .allowed = rt->args };
 
 		(void)MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, check_arg, &a);
@@ -398,7 +415,7 @@ static enum MHD_Result dispatch(struct node_httpd *h, struct MHD_Connection *con
 			                   a.unknown);
 	}
 	store = malloc(store_len);
-	if (!store || !path_matches(rt, url, store, store_len, rq.param))
+	if (!store || (!ret_go && !path_matches(rt, url, store, store_len, rq.param)))
 		return MHD_NO;
 	if (buf_reserve(&q->body, 1) < 0)
 		return MHD_NO;
@@ -412,6 +429,11 @@ static enum MHD_Result dispatch(struct node_httpd *h, struct MHD_Connection *con
 	r = rt->fn(h->p.ud, &rq, &rep);
 	if (fclose(rep.body) != 0 && r >= 0)
 		r = -ENOMEM;
+	if (ret_go && r == 1) {
+		free(body);
+		*ret_go = true;
+		return MHD_YES;
+	}
 	if (rep.stream.read && (r < 0 || !h->threaded)) {
 		if (rep.stream.free)
 			rep.stream.free(rep.stream.sud);
@@ -485,6 +507,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (q->too_large)
 		return answer_text(h, conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
 		                   "%s %s: body larger than %zu bytes\n", method, url, h->p.max_body);
+	if (h->p.authorize) {
+		struct node_http_route auth = { method, url, h->p.authorize, NULL };
+		bool go = false;
+		enum MHD_Result r = run_fn(h, conn, &auth, method, url, q, &go);
+
+		if (!go)
+			return r;
+	}
 	{
 		char allow[128];
 		const struct node_http_route *rt = route_find(h, method, url, allow, sizeof(allow));
@@ -508,6 +538,44 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **slot,
 	buf_free(&q->body);
 	free(q);
 	*slot = NULL;
+}
+
+int node_http_listen_tcp(const char *addr, const char *what, const char *lost, int backlog)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	                          .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	const char *colon = strrchr(addr, ':');
+	_cleanup_close_ int fd = -1;
+	char host[256];
+	uint64_t port;
+	int one = 1, r;
+	size_t n;
+
+	if (!colon || (size_t)(colon - addr) >= sizeof(host) ||
+	    parse_uint(colon + 1, 65535, &port) < 0)
+		return log_error(-EINVAL, "%s '%s': want HOST:PORT or off", what, addr);
+	n = (size_t)(colon - addr);
+	memcpy(host, addr, n);
+	host[n] = 0;
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = 0;
+	}
+	r = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (r != 0)
+		return log_error(-EINVAL, "%s '%s': %s", what, addr, gai_strerror(r));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		freeaddrinfo(ai);
+		return log_errno(-errno, "%s '%s'", what, addr);
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	r = bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, backlog) < 0 ? -errno : 0;
+	freeaddrinfo(ai);
+	if (r < 0)
+		return log_errno(r, "%s '%s': %s", what, addr, lost);
+	return TAKE_FD(fd);
 }
 
 /* ---- threaded: connections and the watchdog ---- */

@@ -111,7 +111,16 @@ struct node_httpd_params {
 	uint64_t min_body_rate;
 	bool json_errors;         /* the server's own errors as {"error": "..."} */
 	node_http_peer_fn peer;   /* threaded, optional */
+	/* optional, before any route (404s included): returns 1 to go on, 0
+	 * having answered in rep (a 401), or -errno (500) */
+	node_http_fn authorize;
 };
+
+/* A TCP socket listening at addr ("HOST:PORT", a name, an IPv4 address or
+ * "[IPv6]"), non-blocking, SO_REUSEADDR; what names the setting in
+ * messages, lost what a failed bind costs ("no /metrics").  Returns the
+ * descriptor or -errno (logged). */
+int node_http_listen_tcp(const char *addr, const char *what, const char *lost, int backlog);
 
 /* Serve on *listen_fd (listening, TCP or unix; taken: set to -1, closed by
  * node_httpd_free) from loop l, or from threads of its own when l is NULL.

@@ -471,6 +471,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*slot = q;
 		if (cl && parse_uint(cl, UINT64_MAX, &n) == 0 && n > h->p.max_body)
 			q->too_large = true;
+		if (q->too_large)
+			/* answered before the body is sent, which is never read */
+			return answer_text(h, conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+			                   "%s %s: body larger than %zu bytes\n", method, url,
+			                   h->p.max_body);
 		if (h->threaded) {
 			const union MHD_ConnectionInfo *ci =
 				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);

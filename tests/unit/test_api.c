@@ -1,13 +1,15 @@
 /* test_api.c — the sandbox API's route table (node/api.c) against its page,
  * docs/api.md, both ways: every route served has a section ("### METHOD
  * /path", "{name}" for a "{}" segment) with an example request, and every
- * section is a route served. */
+ * section is a route served; and the request bodies' parsers (node/api-req.c):
+ * good requests read whole, every kind of bad one refused with its line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "lib/lib.h"
+#include "node/api-internal.h"
 #include "node/api.h"
 #include "node/httpd.h"
 
@@ -84,10 +86,119 @@ static void test_api__page_and_routes_agree(void **state)
 	assert_int_equal(documented, n);
 }
 
+static void test_api__create_parsed(void **state)
+{
+	const char *body = "{\"image\":\"debian:12\",\"name\":\"ep-1\",\"ttl\":600,"
+	                   "\"idle_timeout\":60.5,\"labels\":{\"run\":\"7\"},"
+	                   "\"policy\":{\"memory\":\"512M\",\"bind\":[\"/a:/a\",\"/b:/b\"]}}";
+	struct api_create_req r;
+	struct api_err err = { "" };
+	json_t *doc = NULL;
+
+	assert_int_equal(api_parse_create(body, strlen(body), &r, &doc, &err), 0);
+	assert_string_equal(r.image, "debian:12");
+	assert_null(r.rootfs);
+	assert_string_equal(r.name, "ep-1");
+	assert_true(r.ttl == 600 && r.idle_timeout == 60.5);
+	assert_int_equal(r.n_labels, 1);
+	assert_string_equal(r.labels[0].key, "run");
+	assert_int_equal(r.n_set, 3);
+	assert_string_equal(r.set[0].key, "memory");
+	assert_string_equal(r.set[2].key, "bind");
+	assert_string_equal(r.set[2].value, "/b:/b");
+	api_create_req_free(&r);
+	json_decref(doc);
+}
+
+static void test_api__exec_parsed(void **state)
+{
+	const char *body = "{\"exec_id\":\"step-3\",\"argv\":[\"sh\",\"-c\",\"echo hi\"],"
+	                   "\"env\":{\"A\":\"1\"},\"cwd\":\"/work\",\"user\":\"1000\","
+	                   "\"timeout\":2.5,\"output_limit\":1048576,\"stdin\":\"pipe\"}";
+	struct api_exec_req r;
+	struct api_err err = { "" };
+	const char *stage;
+	json_t *doc = NULL;
+
+	assert_int_equal(api_parse_exec(body, strlen(body), &r, &doc, &err), 0);
+	assert_string_equal(r.exec_id, "step-3");
+	assert_string_equal(r.argv[2], "echo hi");
+	assert_null(r.argv[3]);
+	assert_string_equal(r.env[0], "A=1");
+	assert_null(r.env[1]);
+	assert_string_equal(r.cwd, "/work");
+	assert_true(r.timeout == 2.5 && r.output_limit == 1048576 && r.stdin_pipe);
+	api_exec_req_free(&r);
+	json_decref(doc);
+	assert_int_equal(api_parse_stage("{\"stage\":\"grade\"}", 17, &stage, &doc, &err), 0);
+	assert_string_equal(stage, "grade");
+	json_decref(doc);
+}
+
+static void test_api__bad_requests_refused(void **state)
+{
+	static const struct {
+		char kind;   /* c create, e exec, s stage */
+		const char *body, *msg;
+	} cases[] = {
+		{ 'c', "", "create: the body is not JSON" },
+		{ 'c', "{\"image\":\"x\"", "create: the body is not JSON" },
+		{ 'c', "[1]", "create: the body must be a JSON object" },
+		{ 'c', "{\"image\":\"x\",\"imgae\":1}", "create: unknown field 'imgae'" },
+		{ 'c', "{\"image\":\"x\",\"image\":\"y\"}", "create: the body is not JSON" },
+		{ 'c', "{}", "create: give one of 'image' or 'rootfs'" },
+		{ 'c', "{\"image\":\"x\",\"rootfs\":\"/r\"}", "create: give one of 'image' or 'rootfs'" },
+		{ 'c', "{\"rootfs\":\"r\"}", "create: 'rootfs' must be an absolute path" },
+		{ 'c', "{\"image\":\"x\",\"name\":\"../x\"}", "create: 'name' '../x' is not an id" },
+		{ 'c', "{\"image\":\"x\",\"ttl\":-1}", "create: 'ttl' must be a number of seconds" },
+		{ 'c', "{\"image\":\"x\",\"ttl\":\"5\"}", "create: 'ttl' must be a number of seconds" },
+		{ 'c', "{\"image\":7}", "create: 'image' must be a string" },
+		{ 'c', "{\"image\":\"x\",\"policy\":{\"Memory\":\"1\"}}", "create: policy field 'Memory' is not a field name" },
+		{ 'c', "{\"image\":\"x\",\"policy\":{\"env\":\"A=1\\nuid_base = 0\"}}", "create: policy field 'env' must be at most" },
+		{ 'c', "{\"image\":\"x\",\"policy\":{\"bind\":[1]}}", "create: policy field 'bind' item 0" },
+		{ 'c', "{\"image\":\"x\",\"labels\":{\"a=b\":\"c\"}}", "create: label 'a=b'" },
+		{ 'c', "{\"image\":\"x\\u0000y\"}", "create: the body is not JSON" },
+		{ 'e', "{}", "exec: 'argv' must be an array of one or more strings" },
+		{ 'e', "{\"argv\":[]}", "exec: 'argv' must be an array of one or more strings" },
+		{ 'e', "{\"argv\":[\"\"]}", "exec: 'argv' item 0 (the command) is empty" },
+		{ 'e', "{\"argv\":[\"ls\", 3]}", "exec: 'argv' item 1 must be a string" },
+		{ 'e', "{\"argv\":[\"ls\"],\"timout\":1}", "exec: unknown field 'timout'" },
+		{ 'e', "{\"argv\":[\"ls\"],\"stdin\":\"body\"}", "exec: 'stdin' must be \"none\" or \"pipe\"" },
+		{ 'e', "{\"argv\":[\"ls\"],\"cwd\":\"work\"}", "exec: 'cwd' must be an absolute path" },
+		{ 'e', "{\"argv\":[\"ls\"],\"env\":{\"1A\":\"x\"}}", "exec: env '1A' is not a variable name" },
+		{ 'e', "{\"argv\":[\"ls\"],\"env\":[\"A=1\"]}", "exec: 'env' must be an object" },
+		{ 'e', "{\"argv\":[\"ls\"],\"output_limit\":1.5}", "exec: 'output_limit' must be a number of bytes" },
+		{ 'e', "{\"argv\":[\"ls\"],\"exec_id\":\".hidden\"}", "exec: 'exec_id' '.hidden' is not an id" },
+		{ 'e', "{\"argv\":[\"ls\"],\"timeout\":1e999}", "exec: the body is not JSON" },
+		{ 's', "{}", "stage: give 'stage'" },
+		{ 's', "{\"stage\":\"\"}", "stage: 'stage' must be 1 to 64 bytes" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct api_create_req c;
+		struct api_exec_req e;
+		struct api_err err = { "" };
+		const char *stage;
+		json_t *doc = NULL;
+		size_t len = strlen(cases[i].body);
+		int r = cases[i].kind == 'c' ? api_parse_create(cases[i].body, len, &c, &doc, &err) :
+		        cases[i].kind == 'e' ? api_parse_exec(cases[i].body, len, &e, &doc, &err) :
+		                               api_parse_stage(cases[i].body, len, &stage, &doc, &err);
+
+		if (r != -EINVAL || strncmp(err.msg, cases[i].msg, strlen(cases[i].msg)))
+			fail_msg("%s: got %d '%s', want '%s'", cases[i].body, r, err.msg, cases[i].msg);
+		assert_null(doc);
+		assert_null(strchr(err.msg, '\n'));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_api__page_and_routes_agree),
+		cmocka_unit_test(test_api__create_parsed),
+		cmocka_unit_test(test_api__exec_parsed),
+		cmocka_unit_test(test_api__bad_requests_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

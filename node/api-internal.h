@@ -1,0 +1,71 @@
+/*
+ * api-internal.h — the sandbox API's request bodies, validated (node/api-req.c).
+ *
+ * Each parser takes a body as it came (any bytes, at most the API's body
+ * bound), refuses anything but one JSON object of the route's fields, each
+ * of its type and within its bounds, and fills a struct whose strings
+ * point into *ret_doc (the parsed document, released by the caller with
+ * json_decref; NULL on failure).  Unknown fields are refused, not ignored:
+ * a client's typo ("timout") would otherwise run a command with no timeout.
+ * Errors: -EINVAL with one line in err (lowercase, no full stop, naming the
+ * field), for a 400; -ENOMEM.
+ */
+#ifndef LAZYROOT_NODE_API_INTERNAL_H
+#define LAZYROOT_NODE_API_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/json.h"
+
+#define API_ID_MAX 64              /* sandbox and exec ids: [A-Za-z0-9._-], not '.' first */
+#define API_STR_MAX 4096           /* a path, a policy value, an argument */
+#define API_LIST_MAX 1024          /* argv, env, policy entries, labels */
+#define API_LABEL_MAX 256          /* a label's key or value */
+#define API_SECONDS_MAX (30.0 * 24 * 3600)
+
+struct api_kv {
+	const char *key, *value;
+};
+
+struct api_create_req {
+	const char *image, *rootfs;    /* exactly one */
+	const char *name;              /* NULL: generated */
+	struct api_kv *set;            /* the policy's fields, one entry per value, in order */
+	size_t n_set;
+	struct api_kv *labels;
+	size_t n_labels;
+	double ttl, idle_timeout;      /* seconds; 0: none */
+};
+
+struct api_exec_req {
+	const char *exec_id;           /* NULL: generated */
+	char **argv;                   /* NULL-terminated, at least one */
+	char **env;                    /* "NAME=VALUE", NULL-terminated; NULL: none */
+	const char *cwd, *user;        /* NULL: the policy's */
+	double timeout;                /* seconds; 0: none */
+	uint64_t output_limit;         /* bytes; 0: the policy's */
+	bool stdin_pipe;
+};
+
+struct api_err {
+	char msg[256];
+};
+
+/* Whether s is a sandbox or exec id. */
+bool api_id_valid(const char *s);
+
+int api_parse_create(const void *body, size_t len, struct api_create_req *ret, json_t **ret_doc,
+                     struct api_err *err);
+int api_parse_exec(const void *body, size_t len, struct api_exec_req *ret, json_t **ret_doc,
+                   struct api_err *err);
+/* {"stage": NAME} */
+int api_parse_stage(const void *body, size_t len, const char **ret_stage, json_t **ret_doc,
+                    struct api_err *err);
+/* The arrays of a parsed request (the strings are the document's; env's are
+ * made here).  NULL is ignored. */
+void api_create_req_free(struct api_create_req *r);
+void api_exec_req_free(struct api_exec_req *r);
+
+#endif

@@ -68,4 +68,33 @@ int api_parse_stage(const void *body, size_t len, const char **ret_stage, json_t
 void api_create_req_free(struct api_create_req *r);
 void api_exec_req_free(struct api_exec_req *r);
 
+/*
+ * An exec's output as the API's stream (application/vnd.lazyroot.stream):
+ * frames of 1 byte stream (1 stdout, 2 stderr, 3 result), 3 zero bytes, a
+ * 4-byte big-endian length and that many bytes.  Read from the exec's
+ * directory in the state tree (stdout, stderr, result.json; the keeper is
+ * their only writer and renames result.json in once both are final), from
+ * byte offsets out_off and err_off, so that a client that lost its
+ * connection re-attaches where it was.  The result frame (result.json's
+ * bytes) comes after every byte of output and ends the stream.
+ *
+ * Without follow, the stream ends at what is there now (with the result
+ * frame only if the exec has ended).  With follow it waits (inotify on the
+ * directory) for more until the result, max_s seconds, or *stopping; a
+ * frame of stream 1 and length 0 is sent after API_STREAM_KEEPALIVE_S
+ * seconds without output, so that a client and the server's idle timeout
+ * both see the stream alive.  Waits are of at most 250 ms at a time.
+ */
+#define API_STREAM_FRAME 65536
+#define API_STREAM_KEEPALIVE_S 5
+
+struct api_output;
+
+/* Opens the exec's stdout and stderr (both must exist): 0, or -errno. */
+int api_output_open(const char *exec_dir, uint64_t out_off, uint64_t err_off, bool follow,
+                    double max_s, const volatile bool *stopping, struct api_output **ret);
+/* node_http_stream's read() and free() of it. */
+ssize_t api_output_read(void *o, char *buf, size_t max);
+void api_output_free(void *o);
+
 #endif

@@ -2,11 +2,17 @@
  * docs/api.md, both ways: every route served has a section ("### METHOD
  * /path", "{name}" for a "{}" segment) with an example request, and every
  * section is a route served; and the request bodies' parsers (node/api-req.c):
- * good requests read whole, every kind of bad one refused with its line. */
+ * good requests read whole, every kind of bad one refused with its line; and
+ * an exec's output as frames (node/api-stream.c) from a real directory laid
+ * out as the keeper writes it: from offsets, without and with follow while
+ * a writer thread appends and then renames result.json in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
 
 #include "lib/lib.h"
 #include "node/api-internal.h"
@@ -192,6 +198,118 @@ static void test_api__bad_requests_refused(void **state)
 	}
 }
 
+static char exec_dir[] = "/tmp/lazyroot-test-api-XXXXXX";
+
+static void put(const char *name, const char *text, bool append)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", exec_dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write_full(fd, text, strlen(text)), 0);
+	close(fd);
+}
+
+/* The whole stream, read max bytes at a time, as "S:bytes|" per frame. */
+static void read_stream(struct api_output *o, size_t max, struct buf *out)
+{
+	_cleanup_(buf_freep) struct buf raw = BUF_INIT;
+	char chunk[64];
+	ssize_t n;
+	size_t i = 0;
+
+	while ((n = api_output_read(o, chunk, max)) > 0)
+		assert_int_equal(buf_append(&raw, chunk, (size_t)n), 0);
+	assert_int_equal(n, 0);
+	while (i < raw.len) {
+		uint32_t len;
+
+		assert_true(i + 8 <= raw.len);
+		assert_true(raw.data[i + 1] == 0 && raw.data[i + 2] == 0 && raw.data[i + 3] == 0);
+		len = (uint32_t)raw.data[i + 4] << 24 | (uint32_t)raw.data[i + 5] << 16 |
+		      (uint32_t)raw.data[i + 6] << 8 | raw.data[i + 7];
+		assert_true(i + 8 + len <= raw.len);
+		assert_int_equal(buf_printf(out, "%d:%.*s|", raw.data[i], (int)len,
+		                            (const char *)raw.data + i + 8), 0);
+		i += 8 + len;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	char tmp[256], path[256];
+
+	(void)arg;
+	put("stdout", " more", true);
+	put("stderr", "!", true);
+	put("result.json.tmp", "{\"exec_id\":\"e1\",\"status\":0}", false);
+	snprintf(tmp, sizeof(tmp), "%s/result.json.tmp", exec_dir);
+	snprintf(path, sizeof(path), "%s/result.json", exec_dir);
+	assert_int_equal(rename(tmp, path), 0);
+	return NULL;
+}
+
+static void test_api__output_frames(void **state)
+{
+	static const volatile bool no = false;
+	struct api_output *o = NULL;
+	pthread_t t;
+	char path[256];
+
+	assert_non_null(mkdtemp(exec_dir));
+	put("stdout", "hello", false);
+	put("stderr", "oops", false);
+	/* what is there now, without the result (the exec runs) */
+	{
+		_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+		assert_int_equal(api_output_open(exec_dir, 0, 0, false, 10, &no, &o), 0);
+		read_stream(o, 3, &b);
+		api_output_free(o);
+		assert_int_equal(buf_append(&b, "", 1), 0);
+		assert_string_equal((char *)b.data, "1:hello|2:oops|");
+	}
+	/* re-attached at offsets 2 and 4 */
+	{
+		_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+		assert_int_equal(api_output_open(exec_dir, 2, 4, false, 10, &no, &o), 0);
+		read_stream(o, 64, &b);
+		api_output_free(o);
+		assert_int_equal(buf_append(&b, "", 1), 0);
+		assert_string_equal((char *)b.data, "1:llo|");
+	}
+	/* followed while the writer appends, then ends the exec */
+	{
+		_cleanup_(buf_freep) struct buf b = BUF_INIT;
+
+		char first[12];
+
+		assert_int_equal(api_output_open(exec_dir, 5, 0, true, 20, &no, &o), 0);
+		/* what is there first (stdout is read whole at 5): stderr's frame */
+		assert_int_equal(api_output_read(o, first, sizeof(first)), 12);
+		assert_memory_equal(first, "\2\0\0\0\0\0\0\4oops", 12);
+		/* then the writer, while the reader waits */
+		assert_int_equal(pthread_create(&t, NULL, writer_main, NULL), 0);
+		read_stream(o, 5, &b);
+		pthread_join(t, NULL);
+		api_output_free(o);
+		assert_int_equal(buf_append(&b, "", 1), 0);
+		assert_string_equal((char *)b.data, "1: more|2:!|3:{\"exec_id\":\"e1\","
+		                    "\"status\":0}|");
+	}
+	assert_int_equal(api_output_open("/nonexistent-exec-dir", 0, 0, false, 1, &no, &o),
+	                 -ENOENT);
+	for (const char *const *n = (const char *const[]){ "stdout", "stderr", "result.json",
+	                                                   NULL }; *n; n++) {
+		snprintf(path, sizeof(path), "%s/%s", exec_dir, *n);
+		unlink(path);
+	}
+	rmdir(exec_dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -199,6 +317,7 @@ int main(void)
 		cmocka_unit_test(test_api__create_parsed),
 		cmocka_unit_test(test_api__exec_parsed),
 		cmocka_unit_test(test_api__bad_requests_refused),
+		cmocka_unit_test(test_api__output_frames),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -211,7 +211,7 @@ static int get_version(void *ud, const struct node_http_request *req, struct nod
 }
 
 static const struct node_http_route api_routes[] = {
-	{ "GET", "/v1", get_version, "" },
+	{ "GET", "/v1", get_version, "", 0 },
 };
 
 const struct node_http_route *node_api_routes(size_t *ret_n)

@@ -34,6 +34,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netdb.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -87,6 +89,10 @@ struct req {
 	struct buf body;
 	bool too_large;
 	struct conn *c;           /* threaded: the connection's record */
+	struct node_http_sink sink;   /* sud set: a body streaming to sink.fd */
+	uint64_t sink_bytes;
+	int sink_err;
+	bool sinking;
 };
 
 static void httpd_maybe_free(struct node_httpd *h)
@@ -396,7 +402,8 @@ static enum MHD_Result run_fn(struct node_httpd *h, struct MHD_Connection *conn,
                               const char *url, struct req *q, bool *ret_go)
 {
 	struct node_http_reply rep = { .status = MHD_HTTP_OK,
-	                               .content_type = "text/plain; charset=utf-8" };
+	                               .content_type = "text/plain; charset=utf-8",
+	                               .sink = { .fd = -1 } };
 	struct node_http_request rq = { .method = method, .path = url, .conn = conn,
 	                                .stopping = &h->stopping };
 	_cleanup_free_ char *store = NULL;
@@ -449,6 +456,132 @@ static enum MHD_Result run_fn(struct node_httpd *h, struct MHD_Connection *conn,
 		free(body);
 		return answer_stream(conn, &rep);
 	}
+	if ((rt->flags & NODE_HTTP_SINK) && rep.sink.fd >= 0) {
+		free(body);
+		q->sink = rep.sink;
+		return MHD_YES;   /* the body streams to it; sink_more answers */
+	}
+	return answer(conn, rep.status, rep.content_type, body, len, NULL);
+}
+
+/* ---- bodies streamed to a descriptor (NODE_HTTP_SINK) ---- */
+
+/* At the head: authorized, the handler called for its sink (or answer). */
+static enum MHD_Result sink_open(struct node_httpd *h, struct MHD_Connection *conn,
+                                 const struct node_http_route *rt, const char *method,
+                                 const char *url, struct req *q)
+{
+	struct node_http_route opener = *rt;
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+	enum MHD_Result r;
+	uint64_t n;
+	bool go = false;
+
+	if (h->p.authorize) {
+		struct node_http_route auth = { method, url, h->p.authorize, NULL, 0 };
+
+		r = run_fn(h, conn, &auth, method, url, q, &go);
+		if (!go)
+			return r;
+	}
+	if (cl && h->p.max_sink_body && parse_uint(cl, UINT64_MAX, &n) == 0 &&
+	    n > h->p.max_sink_body)
+		return answer_text(h, conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+		                   "%s %s: body larger than %" PRIu64 " bytes\n", method, url,
+		                   h->p.max_sink_body);
+	opener.flags = NODE_HTTP_SINK;
+	r = run_fn(h, conn, &opener, method, url, q, NULL);
+	if (q->sink.fd >= 0) {
+		(void)fcntl(q->sink.fd, F_SETFL, fcntl(q->sink.fd, F_GETFL) | O_NONBLOCK);
+		q->sinking = true;
+	}
+	return r;
+}
+
+/* Writes n bytes to the sink, waiting (250 ms at a time, so that a stop or
+ * the watchdog's cut is seen) while its reader catches up. */
+static int sink_write(struct node_httpd *h, struct req *q, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(q->sink.fd, p, n);
+
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno != EAGAIN)
+			return -errno;
+		if (h->stopping || (q->c && q->c->cut))
+			return -ECANCELED;
+		{
+			struct pollfd pf = { .fd = q->sink.fd, .events = POLLOUT };
+
+			(void)poll(&pf, 1, HTTPD_WATCH_MS);
+		}
+	}
+	return 0;
+}
+
+static enum MHD_Result sink_more(struct node_httpd *h, struct MHD_Connection *conn,
+                                 const char *method, const char *url, struct req *q,
+                                 const char *upload, size_t *upload_len)
+{
+	struct node_http_reply rep = { .status = MHD_HTTP_OK,
+	                               .content_type = "text/plain; charset=utf-8" };
+	char *body = NULL;
+	size_t len = 0;
+	int r;
+
+	if (*upload_len) {
+		size_t n = *upload_len;
+
+		*upload_len = 0;
+		if (q->c) {
+			pthread_mutex_lock(&h->lock);
+			q->c->body_bytes += n;
+			pthread_mutex_unlock(&h->lock);
+		}
+		q->sink_bytes += n;
+		if (!q->sink_err && h->p.max_sink_body && q->sink_bytes > h->p.max_sink_body)
+			q->sink_err = -EFBIG;
+		if (!q->sink_err)
+			q->sink_err = sink_write(h, q, upload, n);
+		if (q->sink_err == -ECANCELED)
+			return MHD_NO;
+		if (q->sink_err && q->sink.fd >= 0) {
+			close(q->sink.fd);   /* the rest is read and dropped */
+			q->sink.fd = -1;
+		}
+		return MHD_YES;
+	}
+	if (q->c) {
+		pthread_mutex_lock(&h->lock);
+		q->c->body_done = true;
+		pthread_mutex_unlock(&h->lock);
+	}
+	if (q->sink.fd >= 0) {
+		close(q->sink.fd);
+		q->sink.fd = -1;
+	}
+	q->sinking = false;
+	rep.body = open_memstream(&body, &len);
+	if (!rep.body)
+		return MHD_NO;   /* on_completed frees the sink */
+	r = q->sink.done(q->sink.sud, q->sink_err, &rep);
+	if (fclose(rep.body) != 0 && r >= 0)
+		r = -ENOMEM;
+	if (q->sink.free)
+		q->sink.free(q->sink.sud, true);
+	q->sink = (struct node_http_sink){ .fd = -1 };
+	if (r < 0) {
+		free(body);
+		return answer_text(h, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "%s %s: %s\n",
+		                   method, url, strerror(-r));
+	}
 	return answer(conn, rep.status, rep.content_type, body, len, NULL);
 }
 
@@ -468,9 +601,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		q = calloc(1, sizeof(*q));
 		if (!q)
 			return MHD_NO;
+		q->sink.fd = -1;
 		*slot = q;
 		if (cl && parse_uint(cl, UINT64_MAX, &n) == 0 && n > h->p.max_body)
 			q->too_large = true;
+		if (h->threaded) {
+			char allow[128];
+			const struct node_http_route *rt = route_find(h, method, url, allow,
+			                                              sizeof(allow));
+
+			if (rt && (rt->flags & NODE_HTTP_SINK))
+				return sink_open(h, conn, rt, method, url, q);
+		}
 		if (q->too_large)
 			/* answered before the body is sent, which is never read */
 			return answer_text(h, conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
@@ -491,6 +633,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		return MHD_YES;
 	}
+	if (q->sinking)
+		return sink_more(h, conn, method, url, q, upload, upload_len);
 	if (*upload_len) {
 		if (q->c) {
 			pthread_mutex_lock(&h->lock);
@@ -513,7 +657,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return answer_text(h, conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
 		                   "%s %s: body larger than %zu bytes\n", method, url, h->p.max_body);
 	if (h->p.authorize) {
-		struct node_http_route auth = { method, url, h->p.authorize, NULL };
+		struct node_http_route auth = { method, url, h->p.authorize, NULL, 0 };
 		bool go = false;
 		enum MHD_Result r = run_fn(h, conn, &auth, method, url, q, &go);
 
@@ -540,6 +684,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **slot,
 
 	if (!q)
 		return;
+	if (q->sink.sud || q->sink.fd >= 0) {
+		if (q->sink.fd >= 0)
+			close(q->sink.fd);
+		if (q->sink.free)
+			q->sink.free(q->sink.sud, false);
+	}
 	buf_free(&q->body);
 	free(q);
 	*slot = NULL;

@@ -40,6 +40,7 @@
 
 struct loop;
 struct node_httpd;
+struct node_http_reply;
 
 #define NODE_HTTP_PARAMS 4
 
@@ -68,11 +69,29 @@ struct node_http_stream {
 	void *sud;
 };
 
+/* A request body streamed to a descriptor (threaded servers, routes with
+ * NODE_HTTP_SINK): the handler, called when the head has arrived, either
+ * answers at once (an error: fd left -1) or sets fd, whose bytes the server
+ * writes as they arrive, never holding more than a chunk (a reader that
+ * does not keep up slows the client down).  When the body has ended, fd is
+ * closed and done() answers (rep as for a handler; err 0, or -EFBIG past
+ * max_sink_body, -EPIPE when fd's reader went away).  free() runs once,
+ * last, complete false when the client left before the body ended (fd then
+ * closed without done(): the reader sees an end it must not take for the
+ * body's). */
+struct node_http_sink {
+	int fd;
+	int (*done)(void *sud, int err, struct node_http_reply *rep);
+	void (*free)(void *sud, bool complete);
+	void *sud;
+};
+
 struct node_http_reply {
 	unsigned status;          /* 200 unless the handler sets another */
 	const char *content_type; /* a static string; text/plain unless set */
 	FILE *body;               /* where the handler writes the body */
 	struct node_http_stream stream;   /* read set: answer with it, not body */
+	struct node_http_sink sink;       /* NODE_HTTP_SINK routes: see above */
 };
 
 /* Returns 0, or -errno: the client then gets 500 and what the handler wrote
@@ -88,7 +107,10 @@ struct node_http_route {
 	node_http_fn fn;
 	/* the query parameters it takes, "a,b" (NULL: any: the loop's routes) */
 	const char *args;
+	unsigned flags;           /* NODE_HTTP_SINK */
 };
+
+#define NODE_HTTP_SINK 1u         /* the body streams to rep->sink.fd (threaded) */
 
 /* Threaded servers: who is calling, asked once per connection on its
  * socket (fd) as it is accepted.  Returns what the handlers see as
@@ -109,6 +131,7 @@ struct node_httpd_params {
 	/* threaded: a body slower than this many bytes a second on average
 	 * (after its first seconds) is cut off; 0: no bound */
 	uint64_t min_body_rate;
+	uint64_t max_sink_body;   /* NODE_HTTP_SINK routes' bodies; 0: no bound */
 	bool json_errors;         /* the server's own errors as {"error": "..."} */
 	node_http_peer_fn peer;   /* threaded, optional */
 	/* optional, before any route (404s included): returns 1 to go on, 0

@@ -42,7 +42,7 @@ static int get_metrics(void *ud, const struct node_http_request *req, struct nod
 }
 
 static const struct node_http_route metrics_routes[] = {
-	{ "GET", "/metrics", get_metrics, NULL },
+	{ "GET", "/metrics", get_metrics, NULL, 0 },
 };
 
 int node_metrics_open(struct loop *l, int *listen_fd, node_metrics_fn fn, void *ud,

@@ -61,8 +61,10 @@ static int parse_object(const char *what, const void *body, size_t len, const ch
 			p += m + (p[m] == ',');
 		}
 		if (!known) {
+			/* the message first: key is the document's */
+			r = bad(err, "%s: unknown field '%.64s' (fields: %s)", what, key, fields);
 			json_decref(doc);
-			return bad(err, "%s: unknown field '%.64s' (fields: %s)", what, key, fields);
+			return r;
 		}
 	}
 	*ret = doc;

@@ -26,8 +26,8 @@ umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
 umask 022
 
-# --- 1. refused configurations
-out=$(LAZYROOT_API_LISTEN=127.0.0.1:$port "$LAZYROOT" node --socket "$WORK/bad.sock" 2>&1) && st=0 || st=$?
+# --- 1. refused configurations (bounded: a node that starts instead runs until killed)
+out=$(LAZYROOT_API_LISTEN=127.0.0.1:$port timeout 60 "$LAZYROOT" node --socket "$WORK/bad.sock" 2>&1) && st=0 || st=$?
 check test "$st" != 0
 check grep -q "api_listen '127.0.0.1:$port': needs api_token_file" <<<"$out"
 check test ! -e "$WORK/bad.sock"
@@ -35,7 +35,7 @@ check test ! -e "$WORK/bad-api.sock"
 cp "$WORK/token" "$WORK/token.open"
 chmod 644 "$WORK/token.open"
 out=$(LAZYROOT_API_LISTEN=127.0.0.1:$port LAZYROOT_API_TOKEN_FILE=$WORK/token.open \
-	"$LAZYROOT" node --socket "$WORK/bad.sock" 2>&1) && st=0 || st=$?
+	timeout 60 "$LAZYROOT" node --socket "$WORK/bad.sock" 2>&1) && st=0 || st=$?
 check test "$st" != 0
 check grep -q "token.open': readable by others than its owner" <<<"$out"
 check test ! -e "$WORK/bad.sock"

@@ -150,6 +150,8 @@ static void test_api__bad_requests_refused(void **state)
 		{ 'c', "", "create: the body is not JSON" },
 		{ 'c', "{\"image\":\"x\"", "create: the body is not JSON" },
 		{ 'c', "[1]", "create: the body must be a JSON object" },
+		/* a parse error quotes the input: still one line */
+		{ 'c', "\"\\\n\n\n", "create: the body is not JSON" },
 		{ 'c', "{\"image\":\"x\",\"imgae\":1}", "create: unknown field 'imgae'" },
 		{ 'c', "{\"image\":\"x\",\"image\":\"y\"}", "create: the body is not JSON" },
 		{ 'c', "{}", "create: give one of 'image' or 'rootfs'" },

@@ -97,4 +97,22 @@ int api_output_open(const char *exec_dir, uint64_t out_off, uint64_t err_off, bo
 ssize_t api_output_read(void *o, char *buf, size_t max);
 void api_output_free(void *o);
 
+/* The sandbox routes (api-sandbox.c), each answering for one route of
+ * node/api.c's table. */
+struct sandbox_node;
+struct node_http_request;
+struct node_http_reply;
+#define API_ROUTE(name) int name(const struct sandbox_node *node, \
+                                 const struct node_http_request *req, \
+                                 struct node_http_reply *rep)
+API_ROUTE(api_create);
+API_ROUTE(api_list);
+API_ROUTE(api_get);
+API_ROUTE(api_destroy);
+API_ROUTE(api_exec);
+API_ROUTE(api_exec_get);
+API_ROUTE(api_output);
+API_ROUTE(api_stage);
+#undef API_ROUTE
+
 #endif

@@ -23,9 +23,11 @@
 #include "lib/json.h"
 #include "lib/lib.h"
 #include "lib/sha256.h"
+#include "node/api-internal.h"
 #include "node/api.h"
 #include "node/config.h"
 #include "node/httpd.h"
+#include "sandbox/sandbox.h"
 
 #define API_HEAD_MAX 8192
 #define API_HEAD_TIMEOUT_S 10
@@ -42,12 +44,14 @@ struct api_peer {
 
 struct api_server {
 	struct node_httpd *h;
+	const struct sandbox_node *node;   /* the node's sandbox directories */
 	uint8_t token[SHA256_SIZE];   /* TCP: the token's digest */
 	bool tcp;
 };
 
 struct node_api {
 	struct api_server unix_s, tcp_s;
+	struct sandbox_node node;
 };
 
 int node_api_socket_path(const char *control, char *out, size_t len)
@@ -210,8 +214,32 @@ static int get_version(void *ud, const struct node_http_request *req, struct nod
 	return json_pack_file(rep->body, "{s:s, s:s}", "api", "v1", "server", "lazyroot");
 }
 
+#define SANDBOX_ROUTE(fn)                                                                          \
+	static int route_##fn(void *ud, const struct node_http_request *req,                       \
+	                      struct node_http_reply *rep)                                         \
+	{                                                                                          \
+		return api_##fn(((struct api_server *)ud)->node, req, rep);                        \
+	}
+SANDBOX_ROUTE(create)
+SANDBOX_ROUTE(list)
+SANDBOX_ROUTE(get)
+SANDBOX_ROUTE(destroy)
+SANDBOX_ROUTE(exec)
+SANDBOX_ROUTE(exec_get)
+SANDBOX_ROUTE(output)
+SANDBOX_ROUTE(stage)
+#undef SANDBOX_ROUTE
+
 static const struct node_http_route api_routes[] = {
 	{ "GET", "/v1", get_version, "", 0 },
+	{ "POST", "/v1/sandboxes", route_create, "", 0 },
+	{ "GET", "/v1/sandboxes", route_list, "label", 0 },
+	{ "GET", "/v1/sandboxes/{}", route_get, "", 0 },
+	{ "DELETE", "/v1/sandboxes/{}", route_destroy, "", 0 },
+	{ "POST", "/v1/sandboxes/{}/execs", route_exec, "attach", 0 },
+	{ "GET", "/v1/sandboxes/{}/execs/{}", route_exec_get, "wait", 0 },
+	{ "GET", "/v1/sandboxes/{}/execs/{}/output", route_output, "stdout,stderr,follow", 0 },
+	{ "POST", "/v1/sandboxes/{}/stage", route_stage, "", 0 },
 };
 
 const struct node_http_route *node_api_routes(size_t *ret_n)
@@ -242,6 +270,9 @@ int node_api_open(const struct node_config *cfg, int *unix_fd, int *tcp_fd,
 	if (!a)
 		return -ENOMEM;
 	a->tcp_s.tcp = true;
+	a->node = (struct sandbox_node){ .pool_dir = cfg->pool_dir, .record_dir = cfg->record_dir,
+	                                 .no_pool = !cfg->pool };
+	a->unix_s.node = a->tcp_s.node = &a->node;
 	if (*unix_fd >= 0)
 		r = serve(&a->unix_s, unix_fd, "api");
 	if (r == 0 && *tcp_fd >= 0) {

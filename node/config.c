@@ -149,6 +149,10 @@ static const struct key keys[] = {
 	  "the node service's control socket"),
 	S("metrics", "LAZYROOT_METRICS", NULL, "--metrics", T_ADDR, metrics_addr,
 	  NODE_DEFAULT_METRICS, "HOST:PORT serving Prometheus text at /metrics; off: none"),
+	S("api_listen", "LAZYROOT_API_LISTEN", NULL, NULL, T_ADDR, api_listen, NULL,
+	  "HOST:PORT serving the sandbox API over TCP (needs api_token_file); off: none"),
+	S("api_token_file", "LAZYROOT_API_TOKEN_FILE", NULL, NULL, T_OPTSTR, api_token_file, NULL,
+	  "file holding the bearer token the API's TCP clients must send"),
 
 	/* sandboxes */
 	K("pool", "LAZYROOT_POOL", NULL, NULL, T_BOOL, pool, 0, 0, 0,

@@ -108,6 +108,8 @@ struct node_config {
 	/* ---- the node service ---- */
 	char *socket_path;             /* the control socket */
 	char *metrics_addr;            /* HOST:PORT of the Prometheus endpoint; NULL: off */
+	char *api_listen;              /* HOST:PORT of the sandbox API over TCP; NULL: off */
+	char *api_token_file;          /* its bearer token; NULL: none (TCP refused) */
 
 	/* ---- sandboxes ---- */
 	bool pool;                     /* keep network namespaces and cgroups for reuse */

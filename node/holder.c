@@ -38,6 +38,7 @@
 
 #include "lib/json.h"
 #include "lib/lib.h"
+#include "node/api.h"
 #include "node/metrics.h"
 #include "node/node-internal.h"
 #include "node/takeover.h"
@@ -63,6 +64,8 @@ struct holder {
 	const char *log_path;
 	int listen_fd, sfd, chan;
 	int metrics_fd;           /* the /metrics socket, or -1 (off, or its port taken) */
+	int api_unix_fd, api_tcp_fd;   /* the API's sockets, or -1 */
+	char api_path[108];       /* the API's unix socket */
 	pid_t worker;
 	char self[PATH_MAX];
 	char *next_binary;        /* the binary of the next worker (upgrade), or NULL */
@@ -227,12 +230,24 @@ static int worker_start(struct holder *h)
 	/* "metrics_fd": whether this holder keeps the /metrics socket (and
 	 * sends it here when it has one), so a worker binds the port itself
 	 * only under a holder that predates this */
-	r = json_pack_buf(&hello, "{s:i, s:I, s:o, s:b}", "holder_pid", (int)getpid(),
+	r = json_pack_buf(&hello, "{s:i, s:I, s:o, s:b, s:b}", "holder_pid", (int)getpid(),
 	                  "takeovers", (json_int_t)h->takeovers,
 	                  "uptime_ms", json_u64((now_ns() - h->started_ns) / 1000000),
-	                  "metrics_fd", 1);
+	                  "metrics_fd", 1, "api_fds", 1);
 	r = r ?: node_msg_send(h->chan, NODE_MSG_HELLO, (char *)hello.data, hello.len,
 	                       &h->metrics_fd, h->metrics_fd >= 0 ? 1 : 0);
+	if (r == 0) {
+		int fds[2], n = 0;
+		char msg[64];
+
+		if (h->api_unix_fd >= 0)
+			fds[n++] = h->api_unix_fd;
+		if (h->api_tcp_fd >= 0)
+			fds[n++] = h->api_tcp_fd;
+		snprintf(msg, sizeof(msg), "{\"api_unix\":%s,\"api_tcp\":%s}",
+		         h->api_unix_fd >= 0 ? "true" : "false", h->api_tcp_fd >= 0 ? "true" : "false");
+		r = node_msg_send(h->chan, NODE_MSG_LISTEN, msg, strlen(msg), fds, n);
+	}
 	for (size_t i = 0; r == 0 && i < h->nrecs; i++)
 		r = node_msg_send(h->chan, NODE_MSG_RECORD, h->recs[i].json,
 		                  strlen(h->recs[i].json), h->recs[i].fds, NODE_MSG_FDS);
@@ -451,7 +466,8 @@ static int listen_on(const char *path, int *ret_lock)
 int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 {
 	struct holder h = { .cfg = cfg, .args = args, .nargs = nargs, .listen_fd = -1,
-	                    .metrics_fd = -1, .sfd = -1, .chan = -1, .started_ns = now_ns() };
+	                    .metrics_fd = -1, .api_unix_fd = -1, .api_tcp_fd = -1, .sfd = -1,
+	                    .chan = -1, .started_ns = now_ns() };
 	_cleanup_close_ int lock_fd = -1;
 	ssize_t n = readlink("/proc/self/exe", h.self, sizeof(h.self) - 1);
 	sigset_t mask;
@@ -473,9 +489,18 @@ int node_holder_main(const struct node_config *cfg, char **args, int nargs)
 	h.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (h.sfd < 0)
 		return log_errno(-errno, "node: signalfd"), 1;
+	/* the API over TCP without a token is no node's: refused before
+	 * anything is bound */
+	if (node_api_check(cfg) < 0 ||
+	    node_api_socket_path(cfg->socket_path, h.api_path, sizeof(h.api_path)) < 0)
+		goto out;
 	h.listen_fd = listen_on(cfg->socket_path, &lock_fd);
 	if (h.listen_fd < 0)
 		goto out;
+	/* under the node's lock; a node without its API still mounts: one
+	 * warning each */
+	h.api_unix_fd = node_api_listen_unix(h.api_path);
+	h.api_tcp_fd = node_api_listen_tcp(cfg);
 	/* a node without /metrics (its port taken) still serves: one warning */
 	if (cfg->metrics_addr)
 		h.metrics_fd = node_metrics_listen(cfg->metrics_addr);
@@ -565,6 +590,12 @@ out:
 	}
 	if (h.metrics_fd >= 0)
 		close(h.metrics_fd);
+	if (h.api_unix_fd >= 0) {
+		(void)unlink(h.api_path);
+		close(h.api_unix_fd);
+	}
+	if (h.api_tcp_fd >= 0)
+		close(h.api_tcp_fd);
 	if (h.chan >= 0)
 		close(h.chan);
 	close(h.sfd);

@@ -13,10 +13,6 @@
  * no body, at most METRICS_CONNS connections at once, METRICS_TIMEOUT_S
  * seconds idle; the body is a few hundred bytes per image.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include "lib/lib.h"
 #include "node/httpd.h"
 #include "node/metrics.h"
@@ -31,52 +27,9 @@ struct node_metrics {
 	void *ud;
 };
 
-static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[128];
-	const char *colon = strrchr(addr, ':');
-	uint64_t port;
-
-	if (!colon || (size_t)(colon - addr) >= sizeof(host) ||
-	    parse_uint(colon + 1, 65535, &port) < 0)
-		return -EINVAL;
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = 0;
-	memset(ss, 0, sizeof(*ss));
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-
-		host[strlen(host) - 1] = 0;
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons((uint16_t)port);
-		*len = sizeof(*a);
-		return inet_pton(AF_INET6, host + 1, &a->sin6_addr) == 1 ? 0 : -EINVAL;
-	} else {
-		struct sockaddr_in *a = (struct sockaddr_in *)ss;
-
-		a->sin_family = AF_INET;
-		a->sin_port = htons((uint16_t)port);
-		*len = sizeof(*a);
-		return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -EINVAL;
-	}
-}
-
 int node_metrics_listen(const char *addr)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	_cleanup_close_ int fd = -1;
-	int one = 1;
-
-	if (parse_addr(addr, &ss, &len) < 0)
-		return log_error(-EINVAL, "metrics '%s': want HOST:PORT or off", addr);
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return log_errno(-errno, "metrics '%s'", addr);
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0)
-		return log_errno(-errno, "metrics '%s': no /metrics", addr);
-	return TAKE_FD(fd);
+	return node_http_listen_tcp(addr, "metrics", "no /metrics", 64);
 }
 
 static int get_metrics(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
@@ -89,7 +42,7 @@ static int get_metrics(void *ud, const struct node_http_request *req, struct nod
 }
 
 static const struct node_http_route metrics_routes[] = {
-	{ "GET", "/metrics", get_metrics },
+	{ "GET", "/metrics", get_metrics, NULL, 0 },
 };
 
 int node_metrics_open(struct loop *l, int *listen_fd, node_metrics_fn fn, void *ud,

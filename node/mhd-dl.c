@@ -16,8 +16,9 @@
  * start; node/httpd.c calls it first, so no other entry point runs unloaded
  * in practice, and if one did it fails the way libmicrohttpd's own functions
  * fail (NULL, MHD_NO).  The variadic MHD_start_daemon() passes its options on
- * through MHD_start_daemon_va(); MHD_get_daemon_info() forwards the queries
- * that take no argument (the only kind node/httpd.c makes).
+ * through MHD_start_daemon_va(); MHD_get_daemon_info() and
+ * MHD_get_connection_info() forward the queries that take no argument (the
+ * only kind node/httpd.c makes).
  *
  * A libmicrohttpd function not listed here fails at link time: add it to
  * MHD_FUNCS (plain signature) or write its forwarder like the variadic ones.
@@ -48,6 +49,12 @@
 	  (struct MHD_Connection *c, unsigned int status, struct MHD_Response *r), (c, status, r), \
 	  MHD_NO)                                                                                  \
 	X(void, MHD_destroy_response, (struct MHD_Response *r), (r), )                             \
+	X(struct MHD_Response *, MHD_create_response_from_callback,                                \
+	  (uint64_t size, size_t block, MHD_ContentReaderCallback crc, void *cls,                  \
+	   MHD_ContentReaderFreeCallback crfc), (size, block, crc, cls, crfc), NULL)               \
+	X(int, MHD_get_connection_values,                                                          \
+	  (struct MHD_Connection *c, enum MHD_ValueKind kind, MHD_KeyValueIterator it, void *cls), \
+	  (c, kind, it, cls), -1)                                                                  \
 	X(const char *, MHD_lookup_connection_value,                                               \
 	  (struct MHD_Connection *c, enum MHD_ValueKind kind, const char *key), (c, kind, key),    \
 	  NULL)
@@ -59,6 +66,8 @@ static struct {
 	                                          void *, MHD_AccessHandlerCallback, void *, va_list);
 	const union MHD_DaemonInfo *(*MHD_get_daemon_info)(struct MHD_Daemon *,
 	                                                   enum MHD_DaemonInfoType, ...);
+	const union MHD_ConnectionInfo *(*MHD_get_connection_info)(struct MHD_Connection *,
+	                                                           enum MHD_ConnectionInfoType, ...);
 } api;
 #undef FIELD
 
@@ -76,7 +85,8 @@ static void load(void)
 	MHD_FUNCS(LOAD)
 #undef LOAD
 	ok = ok && dl_sym(lib, MHD_SONAME, "MHD_start_daemon_va", &api.MHD_start_daemon_va) &&
-	     dl_sym(lib, MHD_SONAME, "MHD_get_daemon_info", &api.MHD_get_daemon_info);
+	     dl_sym(lib, MHD_SONAME, "MHD_get_daemon_info", &api.MHD_get_daemon_info) &&
+	     dl_sym(lib, MHD_SONAME, "MHD_get_connection_info", &api.MHD_get_connection_info);
 	if (!ok) {
 		dlclose(lib);
 		return;
@@ -120,4 +130,12 @@ const union MHD_DaemonInfo *MHD_get_daemon_info(struct MHD_Daemon *d, enum MHD_D
 	if (!ready())
 		return NULL;
 	return api.MHD_get_daemon_info(d, what);
+}
+
+const union MHD_ConnectionInfo *MHD_get_connection_info(struct MHD_Connection *c,
+                                                        enum MHD_ConnectionInfoType what, ...)
+{
+	if (!ready())
+		return NULL;
+	return api.MHD_get_connection_info(c, what);
 }

@@ -16,7 +16,9 @@ struct buf;
  *
  * holder -> worker, at the worker's start: HELLO (fds: the /metrics
  * listening socket, when the holder has one), then RECORD per mount it
- * holds (fds: the /dev/fuse descriptor and the state file), then END; later
+ * holds (fds: the /dev/fuse descriptor and the state file), LISTEN
+ * ({"api_unix": B, "api_tcp": B}, fds: the API's listening sockets it
+ * keeps, in that order, those that are true), then END; later
  * LEAVE (upgrade: hand every mount back and exit).
  * worker -> holder: READY (serving), ADD (a new mount: its record, fds as
  * above; sent before the client hears of the mount), DEL (a mount ended:
@@ -37,6 +39,7 @@ enum node_msg_type {
 	NODE_MSG_UPGRADE,
 	NODE_MSG_STOP,
 	NODE_MSG_DETACH,
+	NODE_MSG_LISTEN,
 };
 
 #define NODE_MSG_MAX (64u << 10)   /* a record is a few hundred bytes */
@@ -260,6 +263,9 @@ struct worker {
 	/* trust.c: mounts of signed tags accepted, refused by reason, and the
 	 * time their checks took (this worker's: a takeover starts at 0) */
 	uint64_t trust_verified, trust_refused[NODE_TRUST_NREASONS], trust_check_ns;
+	struct node_api *api;
+	int api_unix_fd, api_tcp_fd;   /* the holder's API sockets until served, or -1 */
+	bool api_bind;            /* a holder that keeps none: bind them here */
 };
 
 /* trust.c: check m's tag (m->ref, resolved in m->st) against the trust

@@ -44,6 +44,7 @@
 #include "lib/json.h"
 #include "lib/lib.h"
 #include "lib/loop.h"
+#include "node/api.h"
 #include "node/metrics.h"
 #include "node/node-internal.h"
 #include "node/prefetch.h"
@@ -224,9 +225,12 @@ static int take_over(struct worker *w)
 					close(w->metrics_fd);
 				w->metrics_fd = TAKE_FD(fds[0]);
 			}
+			w->api_bind = true;
 			if (json_parse(b.data, b.len, &j, NULL) == 0) {
 				if (json_object_get(j, "metrics_fd"))
 					w->metrics_bind = false;
+				if (json_object_get(j, "api_fds"))
+					w->api_bind = false;
 				if (json_int(json_object_get(j, "holder_pid"), &v) == 0)
 					w->holder_pid = (pid_t)v;
 				if (json_int(json_object_get(j, "takeovers"), &v) == 0)
@@ -240,6 +244,22 @@ static int take_over(struct worker *w)
 		case NODE_MSG_RECORD:
 			node_mount_adopt(w, &b, fds);
 			break;
+		case NODE_MSG_LISTEN: {
+			json_t *jl = NULL;
+			int k = 0;
+
+			if (json_parse(b.data, b.len, &jl, NULL) == 0) {
+				/* the fds come in this order, those that are true */
+				if (json_is_true(json_object_get(jl, "api_unix"))) {
+					w->api_unix_fd = TAKE_FD(fds[k]);
+					k++;
+				}
+				if (json_is_true(json_object_get(jl, "api_tcp")) && k < NODE_MSG_FDS)
+					w->api_tcp_fd = TAKE_FD(fds[k]);
+			}
+			json_decref(jl);
+			break;
+		}
 		case NODE_MSG_END:
 			return 0;
 		default:
@@ -425,7 +445,8 @@ static void keep_chunk_buffers(void)
 int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, const char *log_path)
 {
 	struct worker w = { .cfg = cfg, .chan = chan, .listen_fd = listen_fd, .log_fd = -1,
-	                    .log_saved = -1, .metrics_fd = -1 };
+	                    .log_saved = -1, .metrics_fd = -1, .api_unix_fd = -1,
+	                    .api_tcp_fd = -1 };
 	int status = 1, r;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -458,6 +479,22 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		close(w.metrics_fd);
 		w.metrics_fd = -1;
 	}
+	/* the API on threads of its own: none of its requests waits on this
+	 * loop or holds it up */
+	if (w.api_bind) {
+		char path[108];
+
+		if (node_api_socket_path(cfg->socket_path, path, sizeof(path)) == 0)
+			w.api_unix_fd = node_api_listen_unix(path);
+		w.api_tcp_fd = node_api_listen_tcp(cfg);
+	}
+	if (w.api_unix_fd >= 0 || w.api_tcp_fd >= 0)
+		(void)node_api_open(cfg, &w.api_unix_fd, &w.api_tcp_fd, &w.api);
+	if (w.api_unix_fd >= 0)
+		close(w.api_unix_fd);
+	if (w.api_tcp_fd >= 0)
+		close(w.api_tcp_fd);
+	w.api_unix_fd = w.api_tcp_fd = -1;
 	status = 0;
 	while (!w.stop && !w.leave && !w.holder_gone) {
 		r = loop_run_once(w.l, true);
@@ -516,6 +553,8 @@ out:
 	/* our polls end (cancelled), and reads, fetches and writes in flight,
 	 * before the caches go */
 	node_metrics_close(w.metrics);
+	node_api_close(w.api);
+	w.api = NULL;
 	if (w.listen_polling)
 		(void)loop_cancel_poll(w.l, w.listen_poll);
 	if (w.chan_polling)
@@ -539,6 +578,10 @@ out:
 		node_store_free(w.stores[i]);
 	if (w.metrics_fd >= 0)
 		close(w.metrics_fd);
+	if (w.api_unix_fd >= 0)
+		close(w.api_unix_fd);
+	if (w.api_tcp_fd >= 0)
+		close(w.api_tcp_fd);
 	free(w.caches);
 	free(w.stores);
 	free(w.mounts);

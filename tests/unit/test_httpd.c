@@ -3,7 +3,12 @@
  * thread speaking raw HTTP/1.1.  Routes (exact and prefix), 404, 405 with
  * Allow, a body delivered whole, a body over the bound refused with 413
  * (declared or not), a head over the bound refused, a handler's failure as
- * 500, and a server freed while a client stays connected. */
+ * 500, and a server freed while a client stays connected.  Threaded: "{}"
+ * segments, unknown query parameters refused, JSON errors, a streamed
+ * answer, a handler that waits while another client is served, a head
+ * trickled in cut off by the watchdog, and a peer refused; a body streamed
+ * to a descriptor (8 MiB through a pipe, never held whole), one over its
+ * bound refused, and one cut off by its client reported incomplete. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +19,9 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 
 #include "lib/lib.h"
 #include "lib/loop.h"
@@ -45,11 +53,11 @@ static int broken(void *ud, const struct node_http_request *req, struct node_htt
 }
 
 static const struct node_http_route routes[] = {
-	{ "GET", "/hello", hello },
-	{ "GET", "/files/", hello },
-	{ "POST", "/echo", echo },
-	{ "PUT", "/echo", echo },
-	{ "GET", "/broken", broken },
+	{ "GET", "/hello", hello, NULL, 0 },
+	{ "GET", "/files/", hello, NULL, 0 },
+	{ "POST", "/echo", echo, NULL, 0 },
+	{ "PUT", "/echo", echo, NULL, 0 },
+	{ "GET", "/broken", broken, NULL, 0 },
 };
 
 struct client {
@@ -278,6 +286,323 @@ static void test_httpd__free_with_a_client_connected(void **state)
 	loop_free(l);
 }
 
+/* ---- threaded ---- */
+
+static int wait_pipe[2] = { -1, -1 };
+
+static int params(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	const char *n = node_http_arg(req, "n");
+
+	fprintf(rep->body, "%s %s %s\n", req->param[0], req->param[1], n ? n : "-");
+	return 0;
+}
+
+static int waits(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	char b;
+
+	assert_int_equal(read(wait_pipe[0], &b, 1), 1);
+	fputs("waited\n", rep->body);
+	return 0;
+}
+
+static int refused(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	return node_http_error(rep, 409, "sandbox '%s' is %s", req->param[0], "busy");
+}
+
+struct pieces {
+	int left;
+};
+
+static ssize_t pieces_read(void *sud, char *buf, size_t max)
+{
+	struct pieces *p = sud;
+
+	if (!p->left)
+		return 0;
+	p->left--;
+	return snprintf(buf, max, "piece%d;", p->left);
+}
+
+static int streams(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	struct pieces *p = malloc(sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->left = 3;
+	rep->content_type = "application/x-pieces";
+	rep->stream = (struct node_http_stream){ pieces_read, free, p };
+	return 0;
+}
+
+static const struct node_http_route threaded_routes[] = {
+	{ "GET", "/items/{}/sub/{}", params, "n", 0 },
+	{ "GET", "/wait", waits, "", 0 },
+	{ "GET", "/stream", streams, "", 0 },
+	{ "POST", "/items/{}", refused, "", 0 },
+	{ "GET", "/hello", hello, "", 0 },
+};
+
+static void *refuse_odd(void *ud, int fd)
+{
+	static atomic_int n;
+
+	if (atomic_fetch_add(&n, 1) == 2)
+		return NULL;   /* the third connection */
+	return strdup("peer");
+}
+
+/* One request on a fresh connection, blocking (a threaded server needs no
+ * loop run); the raw reply. */
+static char *ask(const struct client *c, const char *request)
+{
+	int fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t len = 0;
+	char *reply = calloc(1, 65536);
+	ssize_t n;
+
+	assert_non_null(reply);
+	assert_int_equal(connect(fd, (const struct sockaddr *)&c->addr, c->addrlen), 0);
+	(void)write_full(fd, request, strlen(request));
+	while (len < 65535 && (n = read(fd, reply + len, 65535 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	return reply;
+}
+
+struct asker {
+	const struct client *c;
+	const char *request;
+	char *reply;
+	atomic_bool done;
+};
+
+static void *asker_main(void *arg)
+{
+	struct asker *a = arg;
+
+	a->reply = ask(a->c, a->request);
+	atomic_store(&a->done, true);
+	return NULL;
+}
+
+static void test_httpd__threaded(void **state)
+{
+	struct client c = { 0 };
+	struct node_httpd_params p = { .routes = threaded_routes,
+	                               .nroutes = ARRAY_SIZE(threaded_routes), .name = "test",
+	                               .max_head = 4096, .timeout_s = 10, .head_timeout_s = 1,
+	                               .json_errors = true, .max_conns = 64, .peer = refuse_odd };
+	struct asker a = { .c = &c };
+	struct node_httpd *h = NULL;
+	pthread_t t;
+	uint64_t t0;
+	char *r, b;
+	int fd = listen_unix(&c);
+
+	assert_int_equal(pipe(wait_pipe), 0);
+	assert_int_equal(node_httpd_new(NULL, &p, &fd, &h), 0);
+	assert_int_equal(fd, -1);
+
+	r = ask(&c, "GET /items/a1/sub/b2?n=7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 200 "));
+	assert_non_null(strstr(r, "\r\n\r\na1 b2 7\n"));
+	free(r);
+	r = ask(&c, "GET /items/a1/sub/b2?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 400 "));
+	assert_non_null(strstr(r, "Content-Type: application/json\r\n"));
+	assert_non_null(strstr(r, "unknown query parameter 'x'"));
+	free(r);
+	/* the third connection: refused by the peer function */
+	r = ask(&c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_null(strstr(r, "HTTP/1.1 200 "));
+	free(r);
+	r = ask(&c, "GET /items/a1/sub HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 404 "));
+	assert_non_null(strstr(r, "{\"error\":\"/items/a1/sub: not found\"}\n"));
+	free(r);
+	r = ask(&c, "POST /items/s7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 409 "));
+	assert_non_null(strstr(r, "{\"error\":\"sandbox 's7' is busy\"}\n"));
+	free(r);
+	r = ask(&c, "GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "Transfer-Encoding: chunked\r\n"));
+	assert_non_null(strstr(r, "piece2;"));
+	assert_non_null(strstr(r, "piece0;"));
+	assert_non_null(strstr(r, "\r\n0\r\n\r\n"));
+	free(r);
+
+	/* a handler that waits holds up only its own client */
+	a.request = "GET /wait HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	assert_int_equal(pthread_create(&t, NULL, asker_main, &a), 0);
+	r = ask(&c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "hello /hello\n"));
+	free(r);
+	assert_false(atomic_load(&a.done));
+	assert_int_equal(write(wait_pipe[1], "x", 1), 1);
+	pthread_join(t, NULL);
+	assert_non_null(strstr(a.reply, "waited\n"));
+	free(a.reply);
+
+	/* a head trickled in: cut off after head_timeout_s (1 s), long before
+	 * the idle timeout (10 s), though the client keeps sending */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&c.addr, c.addrlen), 0);
+	t0 = now_ns();
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		if (send(fd, "X", 1, MSG_NOSIGNAL) != 1)
+			break;
+		if (poll(&pf, 1, 200) == 1) {
+			assert_true(read(fd, &b, 1) <= 0);
+			break;
+		}
+		assert_true(now_ns() - t0 < 5000000000ull);
+	}
+	assert_true(now_ns() - t0 >= 900000000ull);
+	close(fd);
+	r = ask(&c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_non_null(strstr(r, "hello /hello\n"));
+	free(r);
+	node_httpd_free(h);
+	close(wait_pipe[0]);
+	close(wait_pipe[1]);
+}
+
+/* ---- bodies to a descriptor ---- */
+
+static int freed_pipe[2] = { -1, -1 };
+
+struct sink_state {
+	int rfd;
+	pthread_t reader;
+	uint64_t bytes;
+	uint8_t last;
+	bool joined;
+};
+
+static void *sink_reader(void *arg)
+{
+	struct sink_state *st = arg;
+	char b[65536];
+	ssize_t n;
+
+	while ((n = read(st->rfd, b, sizeof(b))) > 0) {
+		st->bytes += (uint64_t)n;
+		st->last = (uint8_t)b[n - 1];
+	}
+	close(st->rfd);
+	return NULL;
+}
+
+static int sink_done(void *sud, int err, struct node_http_reply *rep)
+{
+	struct sink_state *st = sud;
+
+	pthread_join(st->reader, NULL);
+	st->joined = true;
+	fprintf(rep->body, "got %llu bytes ending in %c, err %d\n", (unsigned long long)st->bytes,
+	        st->last, err);
+	return 0;
+}
+
+static void sink_free(void *sud, bool complete)
+{
+	struct sink_state *st = sud;
+
+	if (!st->joined)
+		pthread_join(st->reader, NULL);
+	free(st);
+	assert_int_equal(write(freed_pipe[1], complete ? "c" : "i", 1), 1);
+}
+
+static int sink_open_fn(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	struct sink_state *st = calloc(1, sizeof(*st));
+	int p[2];
+
+	assert_non_null(st);
+	if (!strcmp(req->param[0], "refused")) {
+		free(st);
+		return node_http_error(rep, 404, "no such exec '%s'", req->param[0]);
+	}
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	st->rfd = p[0];
+	assert_int_equal(pthread_create(&st->reader, NULL, sink_reader, st), 0);
+	rep->sink = (struct node_http_sink){ p[1], sink_done, sink_free, st };
+	assert_int_equal(write(freed_pipe[1], "o", 1), 1);
+	return 0;
+}
+
+static const struct node_http_route sink_routes[] = {
+	{ "PUT", "/sink/{}", sink_open_fn, "", NODE_HTTP_SINK },
+};
+
+static char freed_at(int line)
+{
+	struct pollfd pf = { .fd = freed_pipe[0], .events = POLLIN };
+	char b = 0;
+
+	if (poll(&pf, 1, 10000) != 1)
+		fail_msg("a sink was not freed (line %d)", line);
+	assert_int_equal(read(freed_pipe[0], &b, 1), 1);
+	return b;
+}
+
+static void test_httpd__body_to_descriptor(void **state)
+{
+	struct client c = { 0 };
+	struct node_httpd_params p = { .routes = sink_routes, .nroutes = ARRAY_SIZE(sink_routes),
+	                               .name = "test", .max_body = 1000, .json_errors = true,
+	                               .max_sink_body = 16 << 20, .max_conns = 8 };
+	struct node_httpd *h = NULL;
+	size_t big = 8 << 20;
+	char *req = malloc(big + 256), *r;
+	int fd = listen_unix(&c), n;
+
+	assert_non_null(req);
+	assert_int_equal(pipe2(freed_pipe, O_CLOEXEC), 0);
+	assert_int_equal(node_httpd_new(NULL, &p, &fd, &h), 0);
+	n = snprintf(req, 256, "PUT /sink/e1 HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+	             "Connection: close\r\n\r\n", big);
+	memset(req + n, 'z', big);
+	req[n + big] = 0;
+	r = ask(&c, req);
+	assert_non_null(strstr(r, "HTTP/1.1 200 "));
+	assert_non_null(strstr(r, "got 8388608 bytes ending in z, err 0\n"));
+	free(r);
+	assert_int_equal(freed_at(__LINE__), 'o');
+	assert_int_equal(freed_at(__LINE__), 'c');
+	/* the handler's own answer, before any body */
+	r = ask(&c, "PUT /sink/refused HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+	        "Connection: close\r\n\r\nhello");
+	assert_non_null(strstr(r, "HTTP/1.1 404 "));
+	assert_non_null(strstr(r, "no such exec 'refused'"));
+	free(r);
+	/* over max_sink_body, declared: refused before it is sent */
+	r = ask(&c, "PUT /sink/e2 HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n"
+	        "Connection: close\r\n\r\n");
+	assert_non_null(strstr(r, "HTTP/1.1 413 "));
+	free(r);
+	/* the client leaves half way: the sink is freed as incomplete */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&c.addr, c.addrlen), 0);
+	n = snprintf(req, 256, "PUT /sink/e3 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n"
+	             "\r\n0123456789");
+	assert_int_equal(write_full(fd, req, (size_t)n), 0);
+	assert_int_equal(freed_at(__LINE__), 'o');   /* the sink is open */
+	close(fd);
+	assert_int_equal(freed_at(__LINE__), 'i');
+	node_httpd_free(h);
+	close(freed_pipe[0]);
+	close(freed_pipe[1]);
+	free(req);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,10 +610,15 @@ int main(void)
 		cmocka_unit_test(test_httpd__routes_over_tcp),
 		cmocka_unit_test(test_httpd__bounds),
 		cmocka_unit_test(test_httpd__free_with_a_client_connected),
+		cmocka_unit_test(test_httpd__threaded),
+		cmocka_unit_test(test_httpd__body_to_descriptor),
 	};
 	char path[sizeof(dir) + 16];
 	int r;
 
+	/* a client writing to a connection the server refused gets EPIPE, as
+	 * the node's worker does (it ignores SIGPIPE too) */
+	signal(SIGPIPE, SIG_IGN);
 	if (!mkdtemp(dir))
 		return 1;
 	r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,7 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 	store) echo "--grace --dry-run --wait --lease-ttl --data $store --json --help" ;;
 	config) echo "--config --defaults --help" ;;
 	key) echo "--json --help" ;;
+	version) echo "--json --help" ;;
 	node) echo "--config $store $cache --images --socket --metrics --cache-size --cache-memory --readahead --fetch-timeout --no-passthrough --no-cpu-latency --log --json --binary --help" ;;
 	esac
 }
@@ -55,7 +56,7 @@ _lazyroot() {
 		return 0 ;;
 	esac
 	if [ -z "$cmd" ]; then
-		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile key store gc config node --help" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile key store gc config node version --help --version" -- "$cur")
 		return 0
 	fi
 	if [[ $cur == -* ]]; then

@@ -43,16 +43,14 @@ int cmd_config(int argc, char **argv)
 		case 'c': fl.config = optarg; break;
 		case 'd': defaults = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("config", argv, "h", opts);
 		}
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "config: unexpected argument '%s'", argv[optind]);
-		return 2;
+		return tools_usage_error("config", "unexpected argument '%s'", argv[optind]);
 	}
 	if (defaults && fl.config) {
-		log_error(-EINVAL, "config: --defaults and --config exclude each other");
-		return 2;
+		return tools_usage_error("config", "--defaults and --config exclude each other");
 	}
 	if (defaults) {
 		node_config_init(&cfg);

@@ -837,17 +837,21 @@ static int image_copy_main(int argc, char **argv)
 		case 'e': tools_flag(&fl, "--s3-endpoint", optarg); break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("image copy", argv + 1, "h", opts);
 		}
 	}
-	if (optind != argc - 2 || !from || !to) {
-		usage(stderr);
-		return 2;
-	}
+	if (!from || !to)
+		return tools_usage_error("image copy", "both --from and --to are needed");
+	if (optind != argc - 2)
+		return tools_usage_error("image copy", optind < argc - 2 ?
+		                         "unexpected argument '%s'" : "want one REF%s",
+		                         optind < argc - 2 ? argv[optind + 2] : "");
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	return image_copy(argv[1 + optind], from, to, json, &cfg) < 0 ? 1 : 0;
 }
+
+static const char *const image_verbs[] = { "ls", "inspect", "extract", "pack", "rm", "copy", "sign", NULL };
 
 int cmd_image(int argc, char **argv)
 {
@@ -861,7 +865,7 @@ int cmd_image(int argc, char **argv)
 		return image_copy_main(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "sign"))
 		return cmd_image_sign(argc, argv);
-	r = tools_verb_parse(argc, argv, usage, &o);
+	r = tools_verb_parse(argc, argv, "image", image_verbs, usage, &o);
 	if (r >= 0)
 		return r;
 	verb = o.verb;
@@ -871,10 +875,10 @@ int cmd_image(int argc, char **argv)
 	    !strcmp(verb, "inspect") ? nargs != 1 :
 	    !strcmp(verb, "extract") ? nargs != 2 :
 	    !strcmp(verb, "pack") ? nargs != 1 :
-	    !strcmp(verb, "rm") ? nargs < 1 : 1) {
-		usage(stderr);
-		return 2;
-	}
+	    nargs < 1)
+		return tools_verb_args_error(&o, !strcmp(verb, "ls") ? "" :
+		                             !strcmp(verb, "extract") ? "REF DIR" :
+		                             !strcmp(verb, "rm") ? "REF..." : "REF");
 	r = tools_store_open(&o.cfg, &so, false, &s);
 	if (r < 0)
 		return 1;

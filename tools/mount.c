@@ -164,13 +164,12 @@ int cmd_mount(int argc, char **argv)
 		case O_TRUST_KEY: tools_flag_add(&fl, "--trust-key", optarg); break;
 		case O_REQUIRE_SIGNED: tools_flag(&fl, "--require-signed", NULL); break;
 		case 'h': mount_usage(stdout); return 0;
-		default: mount_usage(stderr); return 2;
+		default: return tools_option_error("mount", argv, "h", opts);
 		}
 	}
-	if (optind != argc - 2) {
-		mount_usage(stderr);
-		return 2;
-	}
+	if (optind != argc - 2)
+		return tools_usage_error("mount", optind > argc - 2 ? "want IMAGE and MOUNTPOINT" :
+		                         "unexpected argument '%s'", argv[argc - 1]);
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	if (stat(argv[optind + 1], &st) < 0) {
@@ -358,13 +357,12 @@ int cmd_umount(int argc, char **argv)
 		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case O_CONFIG: fl.config = optarg; break;
 		case 'h': umount_usage(stdout); return 0;
-		default: umount_usage(stderr); return 2;
+		default: return tools_option_error("umount", argv, "h", opts);
 		}
 	}
-	if (optind != argc - 1) {
-		umount_usage(stderr);
-		return 2;
-	}
+	if (optind != argc - 1)
+		return tools_usage_error("umount", optind == argc ? "no MOUNTPOINT given" :
+		                         "unexpected argument '%s'", argv[argc - 1]);
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	cache_dir = cfg.cache_dir;

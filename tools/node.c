@@ -21,7 +21,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: lazyroot node [OPTIONS]\n"
-	        "       lazyroot node status [--json] | stop | upgrade [--binary PATH]\n"
+	        "       lazyroot node status [--json]\n"
+	        "       lazyroot node stop\n"
+	        "       lazyroot node upgrade [--binary PATH]\n"
 	        "\n"
 	        "The node service: one process serving every image mount of this node from\n"
 	        "one cache, in the foreground (as systemd expects).  A small holder keeps\n"
@@ -98,8 +100,13 @@ static int status_cmd(const char *socket, bool json)
 	(void)json_int(json_object_get(j, "takeovers"), &tk);
 	(void)json_double(json_object_get(j, "uptime_s"), &up);
 	mounts = json_object_get(j, "mounts");
-	printf("node %s: worker pid %lld, holder pid %lld, up %.1f s, %lld takeovers, %zu mounts\n",
-	       socket, (long long)pid, (long long)hpid, up, (long long)tk, json_array_size(mounts));
+	printf("node %s: lazyroot %s%s%s%s, worker pid %lld, holder pid %lld, up %.1f s, "
+	       "%lld takeovers, %zu mounts\n", socket,
+	       json_get_cstr(j, "version") ? json_get_cstr(j, "version") : "(unknown)",
+	       json_get_cstr(j, "commit") ? " (commit " : "",
+	       json_get_cstr(j, "commit") ? json_get_cstr(j, "commit") : "",
+	       json_get_cstr(j, "commit") ? ")" : "", (long long)pid, (long long)hpid, up,
+	       (long long)tk, json_array_size(mounts));
 	{
 		const json_t *t = json_object_get(j, "trust"), *v;
 		const char *k;
@@ -260,6 +267,7 @@ int cmd_node(int argc, char **argv)
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct tools_flags fl = { 0 };
 	const char *verb = NULL, *log = NULL, *binary = NULL;
+	char cmd[16];
 	char **wargs = calloc((size_t)argc * 2 + 1, sizeof(char *));
 	bool worker = false, json = false;
 	int nwargs = 0, c, r = 2;
@@ -271,12 +279,11 @@ int cmd_node(int argc, char **argv)
 		argc--;
 		argv++;
 		if (strcmp(verb, "status") && strcmp(verb, "stop") && strcmp(verb, "upgrade")) {
-			log_error(-EINVAL, "node: unknown subcommand '%s'", verb);
-			usage(stderr);
 			free(wargs);
-			return 2;
+			return tools_usage_error("node", "unknown verb '%s'", verb);
 		}
 	}
+	snprintf(cmd, sizeof(cmd), "node%s%s", verb ? " " : "", verb ? verb : "");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		char *v = NULL, *flag;
@@ -291,13 +298,16 @@ int cmd_node(int argc, char **argv)
 		case 'h': usage(stdout); r = 0; goto out;
 		default:
 			if (c < O_STORE || c > O_FETCH_TIMEOUT) {
-				usage(stderr);
+				r = tools_option_error(cmd, argv, "h", opts);
 				goto out;
 			}
-			/* workers run from "/": relative paths would name other places */
+			/* workers run from "/": relative paths would name other places.
+			 * The socket is not made absolute: every client names it, and
+			 * they refuse a relative one (docs/settings.md), so the node
+			 * refuses it too rather than serve where none can reach it. */
 			if (c == O_STORE)
 				v = tools_absolute_store_url(optarg);
-			else if (c == O_CACHE || c == O_IMAGES || c == O_SOCKET)
+			else if (c == O_CACHE || c == O_IMAGES)
 				v = tools_absolute(optarg);
 			else
 				v = strdup(optarg);
@@ -317,7 +327,7 @@ int cmd_node(int argc, char **argv)
 			tools_flag(&fl, flag, v);
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "node: unexpected argument '%s'", argv[optind]);
+		r = tools_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
 	if (tools_settings(&fl, &cfg) < 0)

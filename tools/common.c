@@ -163,12 +163,12 @@ int tools_verb_parse(int argc, char **argv, const char *cmd, const char *const *
 		{ "s3-endpoint", required_argument, NULL, 'e' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "no-progress", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	int c;
-
 	size_t k;
+	int c;
 
 	*o = (struct tools_verb){ 0 };
 	if (argc < 2)
@@ -191,6 +191,7 @@ int tools_verb_parse(int argc, char **argv, const char *cmd, const char *const *
 		case 'e': tools_flag(&o->flags, "--s3-endpoint", optarg); break;
 		case 'c': o->flags.config = optarg; break;
 		case 'j': o->json = true; break;
+		case 'P': o->no_progress = true; break;
 		case 'h': usage(stdout); return 0;
 		default: return tools_option_error(o->cmd, argv + 1, "h", opts);
 		}

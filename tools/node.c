@@ -22,8 +22,8 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: lazyroot node [OPTIONS]\n"
 	        "       lazyroot node status [--json]\n"
-	        "       lazyroot node stop\n"
-	        "       lazyroot node upgrade [--binary PATH]\n"
+	        "       lazyroot node stop [--json]\n"
+	        "       lazyroot node upgrade [--binary PATH] [--json]\n"
 	        "\n"
 	        "The node service: one process serving every image mount of this node from\n"
 	        "one cache, in the foreground (as systemd expects).  A small holder keeps\n"
@@ -53,9 +53,11 @@ static void usage(FILE *f)
 	        "                     tags verified and refused (by reason)\n"
 	        "  stop               unmount every mount of the node and end it (one with\n"
 	        "                     another mount over it is left there, its connection\n"
-	        "                     ended); exits 0 when no node answers\n"
+	        "                     ended); exits 0 when no node answers.  --json:\n"
+	        "                     {socket, stopped (false when none answered), holder_pid}\n"
 	        "  upgrade [--binary PATH]  hand every mount to a new worker of PATH (default:\n"
-	        "                     this binary); readers see a pause, not an error\n",
+	        "                     this binary); readers see a pause, not an error.\n"
+	        "                     --json: {socket, old_pid, pid} of the workers\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,
 	        NODE_DEFAULT_METRICS, NODE_DEFAULT_READAHEAD,
 	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
@@ -152,7 +154,7 @@ static int wait_gone(pid_t pid, int ms)
 	return p.revents ? 0 : -ETIMEDOUT;
 }
 
-static int stop_cmd(const char *socket)
+static int stop_cmd(const char *socket, bool json)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	json_t *j = NULL;
@@ -164,6 +166,9 @@ static int stop_cmd(const char *socket)
 	r = node_call(socket, "{\"verb\":\"stop\"}", &j);
 	if (r == -ECONNREFUSED || r == -ENOENT) {
 		log_msg(LOG_WARN, "node '%s': no node service answers; nothing to stop", socket);
+		if (json && json_pack_file(stdout, "{s:s, s:b, s:n}", "socket", socket, "stopped", 0,
+		                           "holder_pid") < 0)
+			return 1;
 		return 0;
 	}
 	if (r < 0) {
@@ -188,10 +193,13 @@ static int stop_cmd(const char *socket)
 		          (long long)hpid);
 		return 1;
 	}
+	if (json && json_pack_file(stdout, "{s:s, s:b, s:I}", "socket", socket, "stopped", 1,
+	                           "holder_pid", (json_int_t)hpid) < 0)
+		return 1;
 	return 0;
 }
 
-static int upgrade_cmd(const char *socket, const char *binary)
+static int upgrade_cmd(const char *socket, const char *binary, bool json)
 {
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_free_ char *abs = binary ? realpath(binary, NULL) : NULL;
@@ -230,6 +238,9 @@ static int upgrade_cmd(const char *socket, const char *binary)
 		now = 0;
 		(void)json_int(json_object_get(j, "pid"), &now);
 		json_decref(j);
+		if (now && now != old && json)
+			return json_pack_file(stdout, "{s:s, s:I, s:I}", "socket", socket, "old_pid",
+			                      (json_int_t)old, "pid", (json_int_t)now) < 0 ? 1 : 0;
 		if (now && now != old)
 			return 0;
 	}
@@ -336,9 +347,9 @@ int cmd_node(int argc, char **argv)
 		if (!strcmp(verb, "status"))
 			r = status_cmd(cfg.socket_path, json);
 		else if (!strcmp(verb, "stop"))
-			r = stop_cmd(cfg.socket_path);
+			r = stop_cmd(cfg.socket_path, json);
 		else
-			r = upgrade_cmd(cfg.socket_path, binary);
+			r = upgrade_cmd(cfg.socket_path, binary, json);
 		goto out;
 	}
 	if (chdir("/") < 0) {

@@ -100,6 +100,7 @@ struct tools_verb {
 	const char *verb;
 	char cmd[48];                   /* "image ls": what usage errors name */
 	bool json;
+	bool no_progress;               /* --no-progress */
 	char **args;                    /* the arguments after the options */
 	int nargs;
 	struct tools_flags flags;

@@ -149,6 +149,8 @@ static const struct key keys[] = {
 	  "the node service's control socket"),
 	S("metrics", "LAZYROOT_METRICS", NULL, "--metrics", T_ADDR, metrics_addr,
 	  NODE_DEFAULT_METRICS, "HOST:PORT serving Prometheus text at /metrics; off: none"),
+	K("node_start", "LAZYROOT_NODE_START", NULL, NULL, T_BOOL, node_start, 0, 0, 0,
+	  "clients start a node in the background when none answers; off: they fail instead"),
 
 	/* sandboxes */
 	K("pool", "LAZYROOT_POOL", NULL, NULL, T_BOOL, pool, 0, 0, 0,
@@ -235,6 +237,7 @@ void node_config_init(struct node_config *c)
 		.profile_inflight = NODE_DEFAULT_PROFILE_INFLIGHT,
 		.pool = true,
 		.require_signed = false,
+		.node_start = true,
 	};
 	for (size_t i = 0; i < NKEYS; i++)
 		if (keys[i].dflt)

@@ -476,6 +476,7 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		reap_finished(&w);
 		node_mounts_reap_gone(&w);
 		node_caches_prune(&w);
+		node_stores_prune(&w);
 		serve_clients(&w);
 	}
 	if (w.leave) {

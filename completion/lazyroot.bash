@@ -24,6 +24,7 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 	config) echo "--config --defaults --json --help" ;;
 	key) echo "--json --help" ;;
 	version) echo "--json --help" ;;
+	doctor) echo "--json --socket --config --help" ;;
 	node) echo "--config $store $cache --images --socket --metrics --cache-size --cache-memory --readahead --fetch-timeout --no-passthrough --no-cpu-latency --log --json --binary --help" ;;
 	esac
 }
@@ -56,7 +57,7 @@ _lazyroot() {
 		return 0 ;;
 	esac
 	if [ -z "$cmd" ]; then
-		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile key store gc config node version --help --version" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile key store gc config node doctor version --help --version" -- "$cur")
 		return 0
 	fi
 	if [[ $cur == -* ]]; then

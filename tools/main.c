@@ -76,6 +76,7 @@ static const struct tools_command commands[] = {
 	{ "node", cmd_node, "the node service: serves every image mount, survives its own crash" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
 	{ "config", cmd_config, "print the node's settings: file, environment, defaults" },
+	{ "doctor", cmd_doctor, "check what sandboxes and mounts need of this host, with fixes" },
 	{ "version", cmd_version, "print the release and the commit lazyroot was built from" },
 };
 

@@ -24,6 +24,7 @@ int cmd_key(int argc, char **argv);
 /* `lazyroot image sign` (tools/sign.c): argv[1] is "sign". */
 int cmd_image_sign(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {

@@ -11,6 +11,9 @@ PKG_CONFIG ?= pkg-config
 CC ?= cc
 CFLAGS ?= -O2 -g
 BUILD ?= build
+# The release; `lazyroot --version` adds the commit it was built from, when built from a
+# git checkout (lib/version.c, from $(BUILD)/version.h below).
+VERSION = 0.1.0
 
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
        -Wno-unused-parameter
@@ -139,6 +142,19 @@ $(BUILD)/sandbox/seccomp-bpf.h: $(BUILD)/seccomp-gen
 $(BUILD)/sandbox/seccomp.o: $(BUILD)/sandbox/seccomp-bpf.h
 $(BUILD)/sandbox/seccomp.o: override CFLAGS += -I$(BUILD)
 
+# The version and the commit (with "-dirty" when tracked files differ from it), written
+# at every make but replaced only when they change, so that only lib/version.o is rebuilt
+# after a commit.  Outside a git checkout the commit is empty.
+$(BUILD)/version.h: FORCE
+	@mkdir -p $(@D)
+	$(Q)c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+		{ git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; } || c=; \
+		printf '#define LAZYROOT_VERSION "%s"\n#define LAZYROOT_COMMIT "%s"\n' '$(VERSION)' "$$c" >$@.tmp; \
+		if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/lib/version.o: $(BUILD)/version.h
+$(BUILD)/lib/version.o: override CFLAGS += -I$(BUILD)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/liblazyroot.a
 	@mkdir -p $(@D)
 	@echo "  CC      $@"
@@ -239,6 +255,8 @@ install: $(BUILD)/lazyroot
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all bin check-layers test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
+FORCE:
+
+.PHONY: FORCE all bin check-layers test asan fuzz bench bench-build install clean deps-check deps-check-test tests-build
 
 -include $(CORE_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(BUILD)/tools/main-front.d $(BUILD)/seccomp-gen.d $(UNIT_BINS:=.d) $(HELPER_BINS:=.d) $(PROG_BINS:=.d) $(BENCH_BINS:=.d)

@@ -5,9 +5,9 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 	local store='--store --s3-endpoint' cache='--cache' config='--config'
 	case $1 in
 	build) echo "$store --tag --platform --creds --plain-http --config --min-size --avg-size --max-size --level --threads --pack --sign --json --no-progress --help" ;;
-	image) echo "$store $config --from --to --key --expires --json --help" ;;
-	mount) echo "$config $store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --socket --trust-key --require-signed --help" ;;
-	umount) echo "$config $cache --socket --help" ;;
+	image) echo "$store $config --from --to --key --expires --json --no-progress --help" ;;
+	mount) echo "$config $store $cache --cache-size --cache-memory --readahead --fetch-timeout --suid --dev --no-allow-other --no-passthrough --no-cpu-latency --record-profile --no-profile --socket --trust-key --require-signed --json --help" ;;
+	umount) echo "$config $cache --socket --json --help" ;;
 	cache)
 		case $2 in
 		stats) echo "$config $cache --socket --json --prometheus --help" ;;
@@ -21,8 +21,10 @@ _lazyroot_opts() {  # CMD SUB -> the options of that command
 	profile) echo "$config $store --json --help" ;;
 	gc) echo "$config --pool --json --help" ;;
 	store) echo "--grace --dry-run --wait --lease-ttl --data $store --json --help" ;;
-	config) echo "--config --defaults --help" ;;
+	config) echo "--config --defaults --json --help" ;;
 	key) echo "--json --help" ;;
+	version) echo "--json --help" ;;
+	doctor) echo "--json --socket --config --help" ;;
 	node) echo "--config $store $cache --images --socket --metrics --cache-size --cache-memory --readahead --fetch-timeout --no-passthrough --no-cpu-latency --log --json --binary --help" ;;
 	esac
 }
@@ -55,7 +57,7 @@ _lazyroot() {
 		return 0 ;;
 	esac
 	if [ -z "$cmd" ]; then
-		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile key store gc config node --help" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "build image mount umount cache run policy profile key store gc config node doctor version --help --version" -- "$cur")
 		return 0
 	fi
 	if [[ $cur == -* ]]; then

@@ -187,6 +187,12 @@ uint64_t now_ns(void);
  * Not for secrets. */
 uint32_t random_u32(void);
 
+/* The release ("0.1.0", the Makefile's VERSION) and the git commit it was built from
+ * (12 hex digits, "-dirty" after them when the tree differed from it; "" when not built
+ * from a checkout).  Static strings. */
+const char *lib_version(void);
+const char *lib_commit(void);
+
 /* Load the shared library soname now (RTLD_NOW, RTLD_LOCAL), or NULL (logged, naming it).
  * It stays loaded as long as the caller keeps it: the loaders never close one in use. */
 void *dl_open(const char *soname);

@@ -386,6 +386,9 @@ int node_request_progress(const char *socket, char *const *start_args, const cha
 	int r;
 
 	r = call(socket, request, cb, ud, &reply);
+	if (no_node(r) && !start_args)
+		return log_error(r, "node '%s': no node service answers, and node_start is off: "
+		                 "start the node service (systemctl start lazyroot-node)", socket);
 	if (no_node(r)) {
 		r = start_locked(socket, start_args);
 		if (r < 0)

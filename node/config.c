@@ -153,6 +153,8 @@ static const struct key keys[] = {
 	  "HOST:PORT serving the sandbox API over TCP (needs api_token_file); off: none"),
 	S("api_token_file", "LAZYROOT_API_TOKEN_FILE", NULL, NULL, T_OPTSTR, api_token_file, NULL,
 	  "file holding the bearer token the API's TCP clients must send"),
+	K("node_start", "LAZYROOT_NODE_START", NULL, NULL, T_BOOL, node_start, 0, 0, 0,
+	  "clients start a node in the background when none answers; off: they fail instead"),
 
 	/* sandboxes */
 	K("pool", "LAZYROOT_POOL", NULL, NULL, T_BOOL, pool, 0, 0, 0,
@@ -239,6 +241,7 @@ void node_config_init(struct node_config *c)
 		.profile_inflight = NODE_DEFAULT_PROFILE_INFLIGHT,
 		.pool = true,
 		.require_signed = false,
+		.node_start = true,
 	};
 	for (size_t i = 0; i < NKEYS; i++)
 		if (keys[i].dflt)

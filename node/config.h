@@ -113,6 +113,7 @@ struct node_config {
 
 	/* ---- sandboxes ---- */
 	bool pool;                     /* keep network namespaces and cgroups for reuse */
+	bool node_start;               /* clients start a node when none answers */
 	char *pool_dir;                /* absolute */
 	char *record_dir;              /* launcher records; absolute */
 

@@ -71,7 +71,7 @@ int node_job_start(struct worker *w, const json_t *req, struct pjob **ret)
 	j->ref = strdup(ref);
 	j->cache_dir = strdup(j->cfg.cache_dir);
 	j->cfg.fetch_timeout_ms = (uint64_t)timeout;
-	st = node_store_get(w, &j->cfg);
+	st = j->st = node_store_get(w, &j->cfg);
 	if (!j->ref || !j->cache_dir || !st) {
 		r = -EIO;
 		goto fail;

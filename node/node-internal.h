@@ -204,6 +204,7 @@ struct worker;
 struct pjob {
 	struct node_prefetch *pf;
 	struct ncache *nc;        /* the cache it fills */
+	struct nstore *st;        /* the store it reads */
 	struct node_index im;
 	uint64_t *pack_offsets;
 	char hex[HASH_HEX_SIZE];
@@ -295,6 +296,12 @@ void node_store_free(struct nstore *st);
 struct ncache *node_cache_get(struct worker *w, const struct node_config *rc);
 /* Free the caches whose directory another took the path of, once nothing uses them. */
 void node_caches_prune(struct worker *w);
+/* Close each local store (no "://" in its URL) that no mount, ended mount or
+ * prefetch uses, once every cache is idle (a flight in a cache reads from its
+ * store): the worker then holds nothing open on the store's filesystem, which
+ * can be unmounted while the node runs.  A remote store stays open, for its
+ * connections and the tags it remembers. */
+void node_stores_prune(struct worker *w);
 
 /* mounts.c */
 void node_mount_pid_file(const struct mount *m, char *out, size_t outlen);

@@ -80,7 +80,7 @@ int node_call(const char *socket, const char *request, struct json_t **ret);
 int node_call_text(const char *socket, const char *request, struct buf *b);
 /* node_call(), but when no node answers start one in the background with
  * start_args (a NULL-terminated list of `lazyroot node` options; the socket
- * is added) and try again: at most one node is started however many clients
+ * is added; NULL: start none, and fail saying so) and try again: at most one node is started however many clients
  * race (a lock beside the socket), and the wait for it is bounded.  Logs its
  * errors.  A reply with "ok":false is logged (its "log" lines, then its
  * error) and returns -EIO; its "log" lines are shown in either case. */

@@ -286,8 +286,10 @@ static int do_status(struct worker *w, const json_t *req, json_t *out)
 			mounts = NULL;
 		}
 	}
-	return reply_add(out, json_pack("{s:i, s:i, s:o, s:I, s:s, s:s, s:o, s:o}", "pid",
-	                                (int)getpid(), "holder_pid", (int)w->holder_pid,
+	return reply_add(out, json_pack("{s:s, s:s*, s:i, s:i, s:o, s:I, s:s, s:s, s:o, s:o}",
+	                                "version", lib_version(),
+	                                "commit", *lib_commit() ? lib_commit() : NULL,
+	                                "pid", (int)getpid(), "holder_pid", (int)w->holder_pid,
 	                                "uptime_s", json_fixed((double)uptime_ms / 1e3, 3),
 	                                "takeovers", (json_int_t)w->takeovers,
 	                                "socket", w->cfg->socket_path, "cache", w->cfg->cache_dir,

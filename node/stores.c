@@ -1,7 +1,8 @@
 /*
  * stores.c — the worker's stores and caches: one store per distinct set of
  * store settings (URL, transfers, TLS, S3, credentials), one cache per cache
- * directory; each opened on first use and kept until the worker ends.
+ * directory; each opened on first use.  A cache, and a local store, is
+ * closed once nothing uses it; a remote store is kept until the worker ends.
  */
 #include <sys/stat.h>
 
@@ -186,6 +187,37 @@ void node_caches_prune(struct worker *w)
 		free(nc->dir);
 		free(nc);
 		w->caches[i] = w->caches[--w->ncaches];
+	}
+}
+
+static bool store_used(const struct worker *w, const struct nstore *st)
+{
+	for (size_t i = 0; i < w->nmounts; i++)
+		if (w->mounts[i]->st == st)
+			return true;
+	for (size_t i = 0; i < w->ngone; i++)
+		if (w->gone[i]->st == st)
+			return true;
+	for (const struct client *c = w->clients; c; c = c->next)
+		if (c->job && c->job->st == st)
+			return true;
+	return false;
+}
+
+void node_stores_prune(struct worker *w)
+{
+	for (size_t i = 0; i < w->ncaches; i++)
+		if (!cache_idle(w->caches[i]->c))
+			return;
+	for (size_t i = 0; i < w->nstores;) {
+		struct nstore *st = w->stores[i];
+
+		if (strstr(st->cfg.store_url, "://") || store_used(w, st)) {
+			i++;
+			continue;
+		}
+		node_store_free(st);
+		w->stores[i] = w->stores[--w->nstores];
 	}
 }
 

@@ -360,6 +360,13 @@ static void metrics_body(void *ud, FILE *f)
 	struct worker *w = ud;
 	const struct cache_stats *st;
 
+	/* the worker's own: after an upgrade, the binary that serves */
+	fprintf(f, "# HELP lazyroot_build_info The release and commit of the worker serving.\n"
+	        "# TYPE lazyroot_build_info gauge\nlazyroot_build_info{version=\"");
+	prom_label(f, lib_version());
+	fputs("\",commit=\"", f);
+	prom_label(f, lib_commit());
+	fputs("\"} 1\n", f);
 	fprintf(f, "# HELP lazyroot_node_takeovers_total Workers started to take the mounts over "
 	        "(a crash, a kill, an upgrade).\n# TYPE lazyroot_node_takeovers_total counter\n"
 	        "lazyroot_node_takeovers_total %u\n", w->takeovers);
@@ -506,6 +513,7 @@ int node_worker_main(const struct node_config *cfg, int chan, int listen_fd, con
 		reap_finished(&w);
 		node_mounts_reap_gone(&w);
 		node_caches_prune(&w);
+		node_stores_prune(&w);
 		serve_clients(&w);
 	}
 	if (w.leave) {

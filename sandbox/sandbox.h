@@ -286,4 +286,20 @@ int sandbox_tar_put(int in_fd, const char *dir, const struct sandbox_files_limit
 /* Write dir's tree to out_fd as a tar stream, names relative to dir. */
 int sandbox_tar_get(int out_fd, const char *dir, const struct sandbox_files_limits *lim);
 
+/* ---- the host's readiness (`lazyroot doctor`) --------------------------- */
+
+enum sandbox_check_state { SANDBOX_CHECK_OK, SANDBOX_CHECK_WARN, SANDBOX_CHECK_FAIL };
+struct sandbox_check {
+	const char *name;               /* "kernel", "landlock", "cgroups" ... (static) */
+	enum sandbox_check_state state;
+	char found[256];                /* what the host has */
+	char fix[768];                  /* what to do about it; "" when ok */
+};
+/* Check what sandboxes and mounts need of this host: kernel version, Landlock
+ * ABI, user namespaces, the cgroup layout and the controllers the launcher's
+ * cgroup gets (as the launcher takes them), subordinate ids, /dev/fuse, FUSE
+ * passthrough and idmapped FUSE mounts.  Fills at most max of out, in that
+ * order; returns how many.  Reads /proc, /sys and /etc; changes nothing. */
+size_t sandbox_host_check(struct sandbox_check *out, size_t max);
+
 #endif

@@ -184,17 +184,16 @@ int cmd_build(int argc, char **argv)
 		case O_PLAIN_HTTP: rp.plain_http = true; break;
 		case O_SIGN: sign_path = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("build", argv, "h", opts);
 		}
 	}
-	if (optind != argc - 1) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind == argc)
+		return tools_usage_error("build", "no SOURCE given");
+	if (optind < argc - 1)
+		return tools_usage_error("build", "unexpected argument '%s'", argv[optind + 1]);
 	source = argv[optind];
 	if (!tag) {
-		log_error(-EINVAL, "build '%s': --tag NAME[:TAG] is required", source);
-		return 2;
+		return tools_usage_error("build", "--tag NAME[:TAG] is required (building '%s')", source);
 	}
 	{
 		char key[1200];

@@ -203,16 +203,14 @@ static int cache_stats_cmd(int argc, char **argv)
 		case 'p': prom = true; break;
 		case 's': tools_flag(&fl, "--socket", optarg); break;
 		case 'h': stats_usage(stdout); return 0;
-		default: stats_usage(stderr); return 2;
+		default: return tools_option_error("cache stats", argv, "h", opts);
 		}
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "cache stats: unexpected argument '%s'", argv[optind]);
-		return 2;
+		return tools_usage_error("cache stats", "unexpected argument '%s'", argv[optind]);
 	}
 	if (json && prom) {
-		log_error(-EINVAL, "cache stats: --json and --prometheus exclude each other");
-		return 2;
+		return tools_usage_error("cache stats", "--json and --prometheus exclude each other");
 	}
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
@@ -273,12 +271,11 @@ static int cache_verify_cmd(int argc, char **argv)
 		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'h': verify_usage(stdout); return 0;
-		default: verify_usage(stderr); return 2;
+		default: return tools_option_error("cache verify", argv, "h", opts);
 		}
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "cache verify: unexpected argument '%s'", argv[optind]);
-		return 2;
+		return tools_usage_error("cache verify", "unexpected argument '%s'", argv[optind]);
 	}
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
@@ -339,16 +336,14 @@ static int cache_trim_cmd(int argc, char **argv)
 		case 'C': fl.config = optarg; break;
 		case 'j': json = true; break;
 		case 'h': trim_usage(stdout); return 0;
-		default: trim_usage(stderr); return 2;
+		default: return tools_option_error("cache trim", argv, "h", opts);
 		}
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "cache trim: unexpected argument '%s'", argv[optind]);
-		return 2;
+		return tools_usage_error("cache trim", "unexpected argument '%s'", argv[optind]);
 	}
 	if (!to) {
-		log_error(-EINVAL, "cache trim: --to SIZE is required");
-		return 2;
+		return tools_usage_error("cache trim", "--to SIZE is required");
 	}
 	if (parse_size(to, &bytes) < 0) {
 		log_error(-EINVAL, "cache trim: invalid size '%s'", to);

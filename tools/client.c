@@ -130,5 +130,7 @@ int tools_node_request_progress(const struct node_config *cfg, const char *reque
 		log = NULL;
 	}
 	args[k] = NULL;
-	return node_request_progress(socket, args, request, cb, ud, ret);
+	/* node_start off: a managed node (systemd's) is the only one, so that
+	 * clients never start one its unit would then find in its place */
+	return node_request_progress(socket, cfg->node_start ? args : NULL, request, cb, ud, ret);
 }

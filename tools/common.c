@@ -1,6 +1,7 @@
 /* common.c — option helpers and the command dispatch shared by the subcommands. */
 #include <ctype.h>
 #include <getopt.h>
+#include <stdarg.h>
 
 #include "lib/lib.h"
 #include "cache/cache.h"
@@ -54,6 +55,71 @@ void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n)
 	};
 }
 
+int tools_usage_error(const char *cmd, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "lazyroot: %s%s%s (see 'lazyroot%s%s --help')\n", cmd, *cmd ? ": " : "",
+	        msg, *cmd ? " " : "", cmd);
+	return 2;
+}
+
+/* The long option that argv's "--name[=value]" names, exactly or by a prefix that
+ * fits one alone (as getopt_long takes it); NULL, and *ret_many, when it fits several. */
+static const struct option *long_option(const char *arg, const struct option *longopts,
+                                        size_t len, bool *ret_many)
+{
+	const struct option *found = NULL;
+	unsigned n = 0;
+
+	*ret_many = false;
+	for (const struct option *o = longopts; o && o->name; o++) {
+		if (strncmp(o->name, arg, len))
+			continue;
+		if (strlen(o->name) == len)
+			return o;
+		found = o;
+		n++;
+	}
+	*ret_many = n > 1;
+	return n == 1 ? found : NULL;
+}
+
+int tools_option_error(const char *cmd, char **argv, const char *shortopts,
+                       const struct option *longopts)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	const struct option *o = NULL;
+	const char *p;
+	size_t len = 0;
+	bool many = false;
+
+	/* getopt_long leaves optopt 0 for an unknown or ambiguous long option, the
+	 * option's value for a long one that wants or refuses a value, and the
+	 * letter for a short one (whose cluster argv[optind - 1] need not be) */
+	if (!strncmp(arg, "--", 2)) {
+		len = strcspn(arg + 2, "=");
+		o = long_option(arg + 2, longopts, len, &many);
+		if (o && optopt && o->val != optopt)
+			o = NULL;
+	}
+	if (o && o->has_arg == no_argument)
+		return tools_usage_error(cmd, "option '--%s' takes no value", o->name);
+	if (o)
+		return tools_usage_error(cmd, "option '--%s' wants a value", o->name);
+	if (!optopt && many)
+		return tools_usage_error(cmd, "option '%.*s' is ambiguous", (int)len + 2, arg);
+	if (!optopt)
+		return tools_usage_error(cmd, "unknown option '%.*s'", (int)len + 2, arg);
+	if ((p = strchr(shortopts, optopt)) && p[1] == ':')
+		return tools_usage_error(cmd, "option '-%c' wants a value", optopt);
+	return tools_usage_error(cmd, "unknown option '-%c'", optopt);
+}
+
 static void dispatch_usage(FILE *f, const char *prog, const char *what,
                            const struct tools_command *cmds, size_t n, int width)
 {
@@ -72,10 +138,11 @@ static void dispatch_usage(FILE *f, const char *prog, const char *what,
 int tools_dispatch(const char *prog, const char *what, const struct tools_command *cmds,
                    size_t n, int width, int argc, char **argv)
 {
-	if (argc < 2) {
-		dispatch_usage(stderr, prog, what, cmds, n, width);
-		return 2;
-	}
+	/* prog without "lazyroot", as tools_usage_error names a command */
+	const char *cmd = !strncmp(prog, "lazyroot", 8) ? prog + 8 + (prog[8] == ' ') : prog;
+
+	if (argc < 2)
+		return tools_usage_error(cmd, "no %s given", what);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		dispatch_usage(stdout, prog, what, cmds, n, width);
 		return 0;
@@ -83,28 +150,40 @@ int tools_dispatch(const char *prog, const char *what, const struct tools_comman
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].run(argc - 1, argv + 1);
-	fprintf(stderr, "%s: unknown %s '%s' (see %s --help)\n", prog, what, argv[1], prog);
-	return 2;
+	if (argv[1][0] == '-')
+		return tools_usage_error(cmd, "unknown option '%s'", argv[1]);
+	return tools_usage_error(cmd, "unknown %s '%s'", what, argv[1]);
 }
 
-int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools_verb *o)
+int tools_verb_parse(int argc, char **argv, const char *cmd, const char *const *verbs,
+                     void (*usage)(FILE *f), struct tools_verb *o)
 {
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, 's' },
 		{ "s3-endpoint", required_argument, NULL, 'e' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "no-progress", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	size_t k;
 	int c;
 
 	*o = (struct tools_verb){ 0 };
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (argc < 2)
+		return tools_usage_error(cmd, "no verb given");
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
 	}
+	for (k = 0; verbs[k] && strcmp(verbs[k], argv[1]); k++)
+		;
+	if (!verbs[k])
+		return tools_usage_error(cmd, argv[1][0] == '-' ? "unknown option '%s'" :
+		                         "unknown verb '%s'", argv[1]);
 	o->verb = argv[1];
+	snprintf(o->cmd, sizeof(o->cmd), "%s %s", cmd, o->verb);
 	optind = 1;
 	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -112,8 +191,9 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 		case 'e': tools_flag(&o->flags, "--s3-endpoint", optarg); break;
 		case 'c': o->flags.config = optarg; break;
 		case 'j': o->json = true; break;
+		case 'P': o->no_progress = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error(o->cmd, argv + 1, "h", opts);
 		}
 	}
 	o->args = argv + 1 + optind;
@@ -121,6 +201,14 @@ int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools
 	if (tools_settings(&o->flags, &o->cfg) < 0)
 		return 2;
 	return -1;
+}
+
+int tools_verb_args_error(const struct tools_verb *o, const char *want)
+{
+	if (!*want)
+		return tools_usage_error(o->cmd, "unexpected argument '%s'", o->args[0]);
+	return tools_usage_error(o->cmd, "want %s (given %d argument%s)", want, o->nargs,
+	                         o->nargs == 1 ? "" : "s");
 }
 
 void tools_verb_done(struct tools_verb *o)

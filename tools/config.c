@@ -1,13 +1,14 @@
 /* config.c — `lazyroot config`: the node's settings as the commands see them. */
 #include <getopt.h>
 
+#include "lib/json.h"
 #include "lib/lib.h"
 #include "tools/tools.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: lazyroot config [--config FILE] [--defaults]\n"
+	        "usage: lazyroot config [--config FILE] [--defaults] [--json]\n"
 	        "\n"
 	        "Print the node's settings as a config file, every setting with the value\n"
 	        "the other commands would use: the defaults, overridden by the config file,\n"
@@ -20,6 +21,7 @@ static void usage(FILE *f)
 	        "                 when it exists)\n"
 	        "  --defaults     the defaults alone, commented out, reading neither file nor\n"
 	        "                 environment: the node.conf that `make install` installs\n"
+	        "  --json         the settings as one JSON object, key to value as text\n"
 	        "  -h, --help     this text\n",
 	        NODE_CONFIG_DEFAULT_PATH);
 }
@@ -29,12 +31,13 @@ int cmd_config(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "defaults", no_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct tools_flags fl = { 0 };
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
-	bool defaults = false;
+	bool defaults = false, json = false;
 	int c;
 
 	optind = 1;
@@ -42,19 +45,25 @@ int cmd_config(int argc, char **argv)
 		switch (c) {
 		case 'c': fl.config = optarg; break;
 		case 'd': defaults = true; break;
+		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("config", argv, "h", opts);
 		}
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "config: unexpected argument '%s'", argv[optind]);
-		return 2;
+		return tools_usage_error("config", "unexpected argument '%s'", argv[optind]);
 	}
 	if (defaults && fl.config) {
-		log_error(-EINVAL, "config: --defaults and --config exclude each other");
-		return 2;
+		return tools_usage_error("config", "--defaults and --config exclude each other");
 	}
-	if (defaults) {
+	if (json) {
+		if (defaults)
+			node_config_init(&cfg);
+		else if (tools_settings(&fl, &cfg) < 0)
+			return 1;
+		if (json_file_add(stdout, node_config_json(&cfg)) < 0)
+			return 1;
+	} else if (defaults) {
 		node_config_init(&cfg);
 		node_config_dump(&cfg, stdout, true);
 	} else {

@@ -77,12 +77,11 @@ int cmd_gc(int argc, char **argv)
 		case 'p': all_pool = true; break;
 		case 'c': fl.config = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("gc", argv, "h", opts);
 		}
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "gc: unexpected argument '%s'", argv[optind]);
-		return 2;
+		return tools_usage_error("gc", "unexpected argument '%s'", argv[optind]);
 	}
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;

@@ -28,9 +28,10 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: lazyroot image ls [--store URL] [--s3-endpoint URL] [--json]\n"
 	        "       lazyroot image inspect REF [--store URL] [--s3-endpoint URL] [--json]\n"
-	        "       lazyroot image extract REF DIR [--store URL] [--s3-endpoint URL]\n"
+	        "       lazyroot image extract REF DIR [--store URL] [--s3-endpoint URL] [--json]\n"
+	        "                                      [--no-progress]\n"
 	        "       lazyroot image pack REF [--store URL] [--json]\n"
-	        "       lazyroot image rm REF... [--store URL] [--s3-endpoint URL]\n"
+	        "       lazyroot image rm REF... [--store URL] [--s3-endpoint URL] [--json]\n"
 	        "       lazyroot image copy REF --from URL --to URL [--s3-endpoint URL] [--json]\n"
 	        "       lazyroot image sign NAME[:TAG] --key FILE [--expires DURATION] [--store URL]\n"
 	        "\n"
@@ -56,7 +57,8 @@ static void usage(FILE *f)
 	        "                else $AWS_ENDPOINT_URL, else AWS)\n"
 	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
 	        "                %s; docs/settings.md)\n"
-	        "  --json        machine-readable output\n",
+	        "  --json        machine-readable output\n"
+	        "  --no-progress no progress bar (extract) even on a terminal\n",
 	        STORE_DEFAULT_URL, NODE_CONFIG_DEFAULT_PATH);
 }
 
@@ -244,7 +246,25 @@ struct extractor {
 	char **first_path;  /* per inode: where a hard-linked inode was first written */
 	uint64_t ninodes;
 	bool root;          /* may set owners */
+	uint64_t entries, bytes;        /* written so far (a hard link's bytes once) */
+	uint64_t total_entries, total_bytes;
+	bool progress;                  /* a bar on stderr, a terminal */
+	uint64_t shown_ns;
 };
+
+/* The bar, at most ten times a second (and once more at the end, done). */
+static void extract_progress(struct extractor *x, bool done)
+{
+	char b[32], t[32];
+	uint64_t now = now_ns();
+
+	if (!x->progress || (!done && now - x->shown_ns < 100000000))
+		return;
+	x->shown_ns = now;
+	fprintf(stderr, "\r\033[Kentries %llu/%llu  %s/%s%s", (unsigned long long)x->entries,
+	        (unsigned long long)x->total_entries, format_size(x->bytes, b, sizeof(b)),
+	        format_size(x->total_bytes, t, sizeof(t)), done ? "\n" : "");
+}
 
 /* The decoded bytes of chunk idx, from a small cache (packed small files hit
  * the same chunk one after another). */
@@ -316,6 +336,8 @@ static int write_data(struct extractor *x, int fd, uint64_t ino, const struct im
 		r = pwrite_full(fd, data + e.chunk_off, e.len, e.file_off);
 		if (r < 0)
 			return r;
+		x->bytes += e.len;
+		extract_progress(x, false);
 	}
 	return ftruncate(fd, (off_t)st->size) < 0 ? -errno : 0;
 }
@@ -392,6 +414,8 @@ static int extract_entry(struct extractor *x, const char *path, uint64_t ino)
 	r = image_getattr(x->img, ino, &st);
 	if (r < 0)
 		return r;
+	x->entries++;
+	extract_progress(x, false);
 	if (!S_ISDIR(st.mode) && st.nlink > 1 && ino <= x->ninodes && x->first_path[ino]) {
 		if (link(x->first_path[ino], path) < 0)
 			return log_errno(-errno, "'%s': hard link to '%s'", path, x->first_path[ino]);
@@ -446,10 +470,12 @@ static int extract_entry(struct extractor *x, const char *path, uint64_t ino)
 	return 0;
 }
 
-static int image_extract(struct store *s, const char *ref, const char *dir)
+static int image_extract(struct store *s, const char *ref, const char *dir, bool json,
+                         bool progress)
 {
 	struct loaded l = { 0 };
-	struct extractor x = { .s = s, .root = geteuid() == 0 };
+	struct extractor x = { .s = s, .root = geteuid() == 0,
+	                       .progress = progress && !json && isatty(STDERR_FILENO) };
 	struct image_info info;
 	struct stat st;
 	int r;
@@ -480,6 +506,8 @@ static int image_extract(struct store *s, const char *ref, const char *dir)
 	x.img = l.img;
 	image_get_info(l.img, &info);
 	x.ninodes = info.inodes;
+	x.total_entries = info.entries + 1;   /* and the root */
+	x.total_bytes = info.file_bytes;
 	x.first_path = calloc(info.inodes + 1, sizeof(*x.first_path));
 	x.dctx = ZSTD_createDCtx();
 	if (!x.first_path || !x.dctx) {
@@ -487,6 +515,13 @@ static int image_extract(struct store *s, const char *ref, const char *dir)
 		goto out;
 	}
 	r = extract_entry(&x, dir, IMAGE_ROOT_INO);
+	if (r == 0)
+		extract_progress(&x, true);
+	else if (x.progress)
+		fputc('\n', stderr);
+	if (r == 0 && json)
+		r = json_pack_file(stdout, "{s:s, s:s, s:o, s:o}", "index", l.hex, "dir", dir,
+		                   "entries", json_u64(x.entries), "bytes", json_u64(x.bytes));
 out:
 	if (x.first_path)
 		for (uint64_t i = 0; i <= x.ninodes; i++)
@@ -547,9 +582,13 @@ static void rm_tell_held(struct store *s, const char *ref, const char *hex)
 	store_keys_destroy(&held);
 }
 
-static int image_rm(struct store *s, char **refs, int n)
+static int image_rm(struct store *s, char **refs, int n, bool json)
 {
+	json_auto_t *removed = json ? json_array() : NULL;
 	int r, ret = 0;
+
+	if (json && !removed)
+		return log_errno(-ENOMEM, "image rm");
 
 	for (int i = 0; i < n; i++) {
 		char key[1200], hex[HASH_HEX_SIZE] = "";
@@ -568,12 +607,20 @@ static int image_rm(struct store *s, char **refs, int n)
 			r = store_delete_sync(s, key);
 		if (r == 0)
 			rm_tell_held(s, refs[i], hex);
+		if (r == 0 && removed &&
+		    json_array_append_new(removed, json_pack("{s:o, s:s*}", "tag",
+		                          json_str(refs[i], strlen(refs[i])), "index",
+		                          *hex ? hex : NULL)) < 0)
+			ret = log_errno(-ENOMEM, "image rm");
 		if (r == -ENOENT)
 			ret = log_error(r, "image '%s': no such tag in store '%s'", refs[i], store_url(s));
 		else if (r < 0)
 			ret = log_errno(r, "image '%s': removing tag from store '%s'", refs[i],
 			                store_url(s));
 	}
+	/* what went, also when some did not (they are said on stderr) */
+	if (removed && json_pack_file(stdout, "{s:O}", "removed", removed) < 0)
+		ret = -EIO;
 	return ret;
 }
 
@@ -837,17 +884,21 @@ static int image_copy_main(int argc, char **argv)
 		case 'e': tools_flag(&fl, "--s3-endpoint", optarg); break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("image copy", argv + 1, "h", opts);
 		}
 	}
-	if (optind != argc - 2 || !from || !to) {
-		usage(stderr);
-		return 2;
-	}
+	if (!from || !to)
+		return tools_usage_error("image copy", "both --from and --to are needed");
+	if (optind != argc - 2)
+		return tools_usage_error("image copy", optind < argc - 2 ?
+		                         "unexpected argument '%s'" : "want one REF%s",
+		                         optind < argc - 2 ? argv[optind + 2] : "");
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	return image_copy(argv[1 + optind], from, to, json, &cfg) < 0 ? 1 : 0;
 }
+
+static const char *const image_verbs[] = { "ls", "inspect", "extract", "pack", "rm", "copy", "sign", NULL };
 
 int cmd_image(int argc, char **argv)
 {
@@ -861,7 +912,7 @@ int cmd_image(int argc, char **argv)
 		return image_copy_main(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "sign"))
 		return cmd_image_sign(argc, argv);
-	r = tools_verb_parse(argc, argv, usage, &o);
+	r = tools_verb_parse(argc, argv, "image", image_verbs, usage, &o);
 	if (r >= 0)
 		return r;
 	verb = o.verb;
@@ -871,10 +922,10 @@ int cmd_image(int argc, char **argv)
 	    !strcmp(verb, "inspect") ? nargs != 1 :
 	    !strcmp(verb, "extract") ? nargs != 2 :
 	    !strcmp(verb, "pack") ? nargs != 1 :
-	    !strcmp(verb, "rm") ? nargs < 1 : 1) {
-		usage(stderr);
-		return 2;
-	}
+	    nargs < 1)
+		return tools_verb_args_error(&o, !strcmp(verb, "ls") ? "" :
+		                             !strcmp(verb, "extract") ? "REF DIR" :
+		                             !strcmp(verb, "rm") ? "REF..." : "REF");
 	r = tools_store_open(&o.cfg, &so, false, &s);
 	if (r < 0)
 		return 1;
@@ -885,9 +936,9 @@ int cmd_image(int argc, char **argv)
 	else if (!strcmp(verb, "pack"))
 		r = image_pack(s, argv[0], o.json);
 	else if (!strcmp(verb, "rm"))
-		r = image_rm(s, argv, nargs);
+		r = image_rm(s, argv, nargs, o.json);
 	else
-		r = image_extract(s, argv[0], argv[1]);
+		r = image_extract(s, argv[0], argv[1], o.json, !o.no_progress);
 	store_free(s);
 	if (r < 0 && !strcmp(verb, "extract"))
 		log_error(r, "extract '%s' to '%s': failed", argv[0], argv[1]);

@@ -12,6 +12,7 @@
  * more a launch and a fifth of the launch rate (docs/perf-log.md, "A static
  * front for `lazyroot run`").
  */
+#include <getopt.h>
 #include <limits.h>
 
 #include "lib/lib.h"
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "run"))
 		return exec_full(argv);
+	opterr = 0;
 	return cmd_run(argc - 1, argv + 1);
 }
 
@@ -74,10 +76,16 @@ static const struct tools_command commands[] = {
 	{ "node", cmd_node, "the node service: serves every image mount, survives its own crash" },
 	{ "gc", cmd_gc, "remove what sandboxes of killed launchers left behind" },
 	{ "config", cmd_config, "print the node's settings: file, environment, defaults" },
+	{ "doctor", cmd_doctor, "check what sandboxes and mounts need of this host, with fixes" },
+	{ "version", cmd_version, "print the release and the commit lazyroot was built from" },
 };
 
 int main(int argc, char **argv)
 {
+	/* every command says a usage error its own way, in one line (tools.h) */
+	opterr = 0;
+	if (argc == 2 && !strcmp(argv[1], "--version"))
+		return cmd_version(1, argv + 1);
 	return tools_dispatch("lazyroot", "command", commands, ARRAY_SIZE(commands), 10, argc,
 	                      argv);
 }

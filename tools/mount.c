@@ -82,6 +82,7 @@ static void mount_usage(FILE *f)
 	        "  --trust-key FILE.pub  accept REF's tag signed by this key (repeatable; adds\n"
 	        "                     to the trust_keys setting)\n"
 	        "  --require-signed   refuse REF when its tag is not signed by a trusted key\n"
+	        "  --json             once mounted: {image, index, mountpoint, socket}\n"
 	        "  -h, --help         this text\n",
 	        NODE_CONFIG_DEFAULT_PATH, STORE_DEFAULT_URL, CACHE_DEFAULT_DIR,
 	        NODE_DEFAULT_READAHEAD, STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000,
@@ -109,7 +110,7 @@ int cmd_mount(int argc, char **argv)
 {
 	enum { O_STORE = 256, O_S3_ENDPOINT, O_CACHE, O_CACHE_SIZE, O_CACHE_MEMORY, O_READAHEAD,
 	       O_SUID, O_DEV, O_NOALLOW, O_NOPASSTHROUGH, O_NOCPULATENCY, O_FETCH_TIMEOUT,
-	       O_RECORD, O_NOPROFILE, O_SOCKET, O_CONFIG, O_TRUST_KEY, O_REQUIRE_SIGNED };
+	       O_RECORD, O_NOPROFILE, O_SOCKET, O_CONFIG, O_TRUST_KEY, O_REQUIRE_SIGNED, O_JSON };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, O_CONFIG },
 		{ "store", required_argument, NULL, O_STORE },
@@ -129,6 +130,7 @@ int cmd_mount(int argc, char **argv)
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "trust-key", required_argument, NULL, O_TRUST_KEY },
 		{ "require-signed", no_argument, NULL, O_REQUIRE_SIGNED },
+		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -137,8 +139,9 @@ int cmd_mount(int argc, char **argv)
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct tools_flags fl = { 0 };
 	const char *record = NULL;
-	bool suid = false, dev = false, allow_other = true;
-	json_t *reply = NULL, *q, *mo;
+	bool suid = false, dev = false, allow_other = true, json = false;
+	json_auto_t *reply = NULL;
+	json_t *q, *mo;
 	struct stat st;
 	int c, r = 0;
 
@@ -163,14 +166,14 @@ int cmd_mount(int argc, char **argv)
 		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case O_TRUST_KEY: tools_flag_add(&fl, "--trust-key", optarg); break;
 		case O_REQUIRE_SIGNED: tools_flag(&fl, "--require-signed", NULL); break;
+		case O_JSON: json = true; break;
 		case 'h': mount_usage(stdout); return 0;
-		default: mount_usage(stderr); return 2;
+		default: return tools_option_error("mount", argv, "h", opts);
 		}
 	}
-	if (optind != argc - 2) {
-		mount_usage(stderr);
-		return 2;
-	}
+	if (optind != argc - 2)
+		return tools_usage_error("mount", optind > argc - 2 ? "want IMAGE and MOUNTPOINT" :
+		                         "unexpected argument '%s'", argv[argc - 1]);
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	if (stat(argv[optind + 1], &st) < 0) {
@@ -222,10 +225,14 @@ int cmd_mount(int argc, char **argv)
 		return 1;
 	}
 	r = tools_node_request(&cfg, (char *)req.data, &reply);
-	json_decref(reply);
-	if (r < 0)
+	if (r < 0 || check_mounted(mnt_abs) < 0)
 		return 1;
-	return check_mounted(mnt_abs) < 0 ? 1 : 0;
+	if (json && json_pack_file(stdout, "{s:o, s:s*, s:s, s:s}", "image",
+	                           json_str(argv[optind], strlen(argv[optind])), "index",
+	                           json_get_cstr(reply, "index"), "mountpoint", mnt_abs,
+	                           "socket", cfg.socket_path) < 0)
+		return 1;
+	return 0;
 }
 
 /* ---- umount ------------------------------------------------------------------ */
@@ -234,6 +241,7 @@ static void umount_usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: lazyroot umount MOUNTPOINT [--cache DIR] [--socket PATH] [--config FILE]\n"
+	        "                       [--json]\n"
 	        "\n"
 	        "Unmount a lazyroot mount: the node service ends it; a mount the node does\n"
 	        "not serve is unmounted here, and its daemon waited for.  A mount with\n"
@@ -245,6 +253,8 @@ static void umount_usage(FILE *f)
 	        "                %s)\n"
 	        "  --config FILE the node's settings (default: $LAZYROOT_CONFIG, else\n"
 	        "                /etc/lazyroot/node.conf)\n"
+	        "  --json        once unmounted: {mountpoint, node (the node served it),\n"
+	        "                in_use (users keep it until they let go)}\n"
 	        "  -h, --help    this text\n",
 	        CACHE_DEFAULT_DIR, NODE_DEFAULT_SOCKET);
 }
@@ -331,13 +341,22 @@ static int unmount_path(const char *mnt)
 	return 0;
 }
 
+/* umount --json: the mountpoint, whether the node served it, and whether
+ * users keep it until they let go; the exit status. */
+static int umount_json(const char *mnt, bool node, bool in_use)
+{
+	return json_pack_file(stdout, "{s:s, s:b, s:b}", "mountpoint", mnt, "node", node,
+	                      "in_use", in_use) < 0 ? 1 : 0;
+}
+
 int cmd_umount(int argc, char **argv)
 {
-	enum { O_CACHE = 256, O_SOCKET, O_CONFIG };
+	enum { O_CACHE = 256, O_SOCKET, O_CONFIG, O_JSON };
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, O_CACHE },
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "config", required_argument, NULL, O_CONFIG },
+		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -349,6 +368,7 @@ int cmd_umount(int argc, char **argv)
 	_cleanup_close_ int pidfd = -1;
 	char mnt[PATH_MAX];
 	dev_t dev;
+	bool json = false;
 	int c, r;
 
 	optind = 1;
@@ -357,14 +377,14 @@ int cmd_umount(int argc, char **argv)
 		case O_CACHE: tools_flag(&fl, "--cache", optarg); break;
 		case O_SOCKET: tools_flag(&fl, "--socket", optarg); break;
 		case O_CONFIG: fl.config = optarg; break;
+		case O_JSON: json = true; break;
 		case 'h': umount_usage(stdout); return 0;
-		default: umount_usage(stderr); return 2;
+		default: return tools_option_error("umount", argv, "h", opts);
 		}
 	}
-	if (optind != argc - 1) {
-		umount_usage(stderr);
-		return 2;
-	}
+	if (optind != argc - 1)
+		return tools_usage_error("umount", optind == argc ? "no MOUNTPOINT given" :
+		                         "unexpected argument '%s'", argv[argc - 1]);
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	cache_dir = cfg.cache_dir;
@@ -393,6 +413,8 @@ int cmd_umount(int argc, char **argv)
 				log_error(-EIO, "%s", json_get_cstr(reply, "error") ?
 				          json_get_cstr(reply, "error") : "umount failed");
 			json_decref(reply);
+			if (ok && json)
+				return umount_json(mnt, true, in_use);
 			return ok ? 0 : 1;
 		}
 		json_decref(reply);
@@ -404,7 +426,7 @@ int cmd_umount(int argc, char **argv)
 	if (pidfd < 0) {
 		log_msg(LOG_WARN, "umount '%s': no daemon recorded under '%s/mounts'; not waiting",
 		        argv[optind], cache_dir);
-		return 0;
+		return json ? umount_json(mnt, false, false) : 0;
 	}
 	for (;;) {
 		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
@@ -416,5 +438,5 @@ int cmd_umount(int argc, char **argv)
 			return 1;
 		}
 	}
-	return 0;
+	return json ? umount_json(mnt, false, false) : 0;
 }

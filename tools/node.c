@@ -21,7 +21,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: lazyroot node [OPTIONS]\n"
-	        "       lazyroot node status [--json] | stop | upgrade [--binary PATH]\n"
+	        "       lazyroot node status [--json]\n"
+	        "       lazyroot node stop [--json]\n"
+	        "       lazyroot node upgrade [--binary PATH] [--json]\n"
 	        "\n"
 	        "The node service: one process serving every image mount of this node from\n"
 	        "one cache, in the foreground (as systemd expects).  A small holder keeps\n"
@@ -51,9 +53,11 @@ static void usage(FILE *f)
 	        "                     tags verified and refused (by reason)\n"
 	        "  stop               unmount every mount of the node and end it (one with\n"
 	        "                     another mount over it is left there, its connection\n"
-	        "                     ended); exits 0 when no node answers\n"
+	        "                     ended); exits 0 when no node answers.  --json:\n"
+	        "                     {socket, stopped (false when none answered), holder_pid}\n"
 	        "  upgrade [--binary PATH]  hand every mount to a new worker of PATH (default:\n"
-	        "                     this binary); readers see a pause, not an error\n",
+	        "                     this binary); readers see a pause, not an error.\n"
+	        "                     --json: {socket, old_pid, pid} of the workers\n",
 	        STORE_DEFAULT_URL, CACHE_DEFAULT_DIR, NODE_DEFAULT_IMAGES_DIR, NODE_DEFAULT_SOCKET,
 	        NODE_DEFAULT_METRICS, NODE_DEFAULT_READAHEAD,
 	        STORE_DEFAULT_FETCH_TIMEOUT_MS / 1000);
@@ -98,8 +102,13 @@ static int status_cmd(const char *socket, bool json)
 	(void)json_int(json_object_get(j, "takeovers"), &tk);
 	(void)json_double(json_object_get(j, "uptime_s"), &up);
 	mounts = json_object_get(j, "mounts");
-	printf("node %s: worker pid %lld, holder pid %lld, up %.1f s, %lld takeovers, %zu mounts\n",
-	       socket, (long long)pid, (long long)hpid, up, (long long)tk, json_array_size(mounts));
+	printf("node %s: lazyroot %s%s%s%s, worker pid %lld, holder pid %lld, up %.1f s, "
+	       "%lld takeovers, %zu mounts\n", socket,
+	       json_get_cstr(j, "version") ? json_get_cstr(j, "version") : "(unknown)",
+	       json_get_cstr(j, "commit") ? " (commit " : "",
+	       json_get_cstr(j, "commit") ? json_get_cstr(j, "commit") : "",
+	       json_get_cstr(j, "commit") ? ")" : "", (long long)pid, (long long)hpid, up,
+	       (long long)tk, json_array_size(mounts));
 	{
 		const json_t *t = json_object_get(j, "trust"), *v;
 		const char *k;
@@ -145,7 +154,7 @@ static int wait_gone(pid_t pid, int ms)
 	return p.revents ? 0 : -ETIMEDOUT;
 }
 
-static int stop_cmd(const char *socket)
+static int stop_cmd(const char *socket, bool json)
 {
 	_cleanup_(buf_freep) struct buf b = BUF_INIT;
 	json_t *j = NULL;
@@ -157,6 +166,9 @@ static int stop_cmd(const char *socket)
 	r = node_call(socket, "{\"verb\":\"stop\"}", &j);
 	if (r == -ECONNREFUSED || r == -ENOENT) {
 		log_msg(LOG_WARN, "node '%s': no node service answers; nothing to stop", socket);
+		if (json && json_pack_file(stdout, "{s:s, s:b, s:n}", "socket", socket, "stopped", 0,
+		                           "holder_pid") < 0)
+			return 1;
 		return 0;
 	}
 	if (r < 0) {
@@ -181,10 +193,13 @@ static int stop_cmd(const char *socket)
 		          (long long)hpid);
 		return 1;
 	}
+	if (json && json_pack_file(stdout, "{s:s, s:b, s:I}", "socket", socket, "stopped", 1,
+	                           "holder_pid", (json_int_t)hpid) < 0)
+		return 1;
 	return 0;
 }
 
-static int upgrade_cmd(const char *socket, const char *binary)
+static int upgrade_cmd(const char *socket, const char *binary, bool json)
 {
 	_cleanup_(buf_freep) struct buf req = BUF_INIT;
 	_cleanup_free_ char *abs = binary ? realpath(binary, NULL) : NULL;
@@ -223,6 +238,9 @@ static int upgrade_cmd(const char *socket, const char *binary)
 		now = 0;
 		(void)json_int(json_object_get(j, "pid"), &now);
 		json_decref(j);
+		if (now && now != old && json)
+			return json_pack_file(stdout, "{s:s, s:I, s:I}", "socket", socket, "old_pid",
+			                      (json_int_t)old, "pid", (json_int_t)now) < 0 ? 1 : 0;
 		if (now && now != old)
 			return 0;
 	}
@@ -260,6 +278,7 @@ int cmd_node(int argc, char **argv)
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct tools_flags fl = { 0 };
 	const char *verb = NULL, *log = NULL, *binary = NULL;
+	char cmd[16];
 	char **wargs = calloc((size_t)argc * 2 + 1, sizeof(char *));
 	bool worker = false, json = false;
 	int nwargs = 0, c, r = 2;
@@ -271,12 +290,11 @@ int cmd_node(int argc, char **argv)
 		argc--;
 		argv++;
 		if (strcmp(verb, "status") && strcmp(verb, "stop") && strcmp(verb, "upgrade")) {
-			log_error(-EINVAL, "node: unknown subcommand '%s'", verb);
-			usage(stderr);
 			free(wargs);
-			return 2;
+			return tools_usage_error("node", "unknown verb '%s'", verb);
 		}
 	}
+	snprintf(cmd, sizeof(cmd), "node%s%s", verb ? " " : "", verb ? verb : "");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		char *v = NULL, *flag;
@@ -291,13 +309,16 @@ int cmd_node(int argc, char **argv)
 		case 'h': usage(stdout); r = 0; goto out;
 		default:
 			if (c < O_STORE || c > O_FETCH_TIMEOUT) {
-				usage(stderr);
+				r = tools_option_error(cmd, argv, "h", opts);
 				goto out;
 			}
-			/* workers run from "/": relative paths would name other places */
+			/* workers run from "/": relative paths would name other places.
+			 * The socket is not made absolute: every client names it, and
+			 * they refuse a relative one (docs/settings.md), so the node
+			 * refuses it too rather than serve where none can reach it. */
 			if (c == O_STORE)
 				v = tools_absolute_store_url(optarg);
-			else if (c == O_CACHE || c == O_IMAGES || c == O_SOCKET)
+			else if (c == O_CACHE || c == O_IMAGES)
 				v = tools_absolute(optarg);
 			else
 				v = strdup(optarg);
@@ -317,7 +338,7 @@ int cmd_node(int argc, char **argv)
 			tools_flag(&fl, flag, v);
 	}
 	if (optind < argc) {
-		log_error(-EINVAL, "node: unexpected argument '%s'", argv[optind]);
+		r = tools_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
 	if (tools_settings(&fl, &cfg) < 0)
@@ -326,9 +347,9 @@ int cmd_node(int argc, char **argv)
 		if (!strcmp(verb, "status"))
 			r = status_cmd(cfg.socket_path, json);
 		else if (!strcmp(verb, "stop"))
-			r = stop_cmd(cfg.socket_path);
+			r = stop_cmd(cfg.socket_path, json);
 		else
-			r = upgrade_cmd(cfg.socket_path, binary);
+			r = upgrade_cmd(cfg.socket_path, binary, json);
 		goto out;
 	}
 	if (chdir("/") < 0) {

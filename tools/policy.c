@@ -48,17 +48,18 @@ int cmd_policy(int argc, char **argv)
 		case 'j': json = true; break;
 		case 'f': fields = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("policy", argv, "h", opts);
 		}
 	}
 	if (fields && optind == argc && !stage && !json) {
 		sandbox_policy_fields(stdout);
 		return 0;
 	}
-	if (fields || optind != argc - 1) {
-		usage(stderr);
-		return 2;
-	}
+	if (fields)
+		return tools_usage_error("policy", "--fields takes no NAME and no other option");
+	if (optind != argc - 1)
+		return tools_usage_error("policy", optind == argc ? "no sandbox NAME given" :
+		                         "unexpected argument '%s'", argv[argc - 1]);
 	name = argv[optind];
 	if (sandbox_stage_switch(name, stage, &current) < 0)
 		return 1;

@@ -120,15 +120,13 @@ int cmd_cache_prefetch(int argc, char **argv)
 		case O_PROFILED: profiled = true; break;
 		case O_NOPROFILE: noprofile = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error("cache prefetch", argv, "h", opts);
 		}
 	}
-	if (optind >= argc || (profiled && noprofile)) {
-		if (profiled && noprofile)
-			log_error(-EINVAL, "prefetch: --profiled and --no-profile exclude each other");
-		usage(stderr);
-		return 2;
-	}
+	if (profiled && noprofile)
+		return tools_usage_error("cache prefetch", "--profiled and --no-profile exclude each other");
+	if (optind >= argc)
+		return tools_usage_error("cache prefetch", "no IMAGE given");
 	ref = argv[optind++];
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;

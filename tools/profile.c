@@ -229,6 +229,8 @@ static int profile_show(struct store *s, const char *arg, bool json)
 	return r;
 }
 
+static const char *const profile_verbs[] = { "merge", "push", "show", NULL };
+
 int cmd_profile(int argc, char **argv)
 {
 	_cleanup_(tools_verb_done) struct tools_verb o = { 0 };
@@ -237,20 +239,16 @@ int cmd_profile(int argc, char **argv)
 	struct store *s = NULL;
 	int r, nargs;
 
-	r = tools_verb_parse(argc, argv, usage, &o);
+	r = tools_verb_parse(argc, argv, "profile", profile_verbs, usage, &o);
 	if (r >= 0)
 		return r;
 	verb = o.verb;
 	argv = o.args;
 	nargs = o.nargs;
 	if (!strcmp(verb, "merge") ? nargs < 2 :
-	    !strcmp(verb, "push") ? nargs != 2 :
-	    !strcmp(verb, "show") ? nargs != 1 : 1) {
-		if (strcmp(verb, "merge") && strcmp(verb, "push") && strcmp(verb, "show"))
-			log_error(-EINVAL, "profile: unknown command '%s'", verb);
-		usage(stderr);
-		return 2;
-	}
+	    !strcmp(verb, "push") ? nargs != 2 : nargs != 1)
+		return tools_verb_args_error(&o, !strcmp(verb, "merge") ? "OUT IN..." :
+		                             !strcmp(verb, "push") ? "REF FILE" : "REF|FILE");
 	if (!strcmp(verb, "merge"))
 		return profile_merge(nargs - 1, argv + 1, argv[0]) < 0 ? 1 : 0;
 	r = tools_store_open(&o.cfg, &so, false, &s);

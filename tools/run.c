@@ -298,12 +298,15 @@ int cmd_run(int argc, char **argv)
 				set[nset++] = (struct setting){ keys[c - 256], optarg };
 				break;
 			}
-			usage(stderr);
+			/* a usage error, said as every command says it; run's own
+			 * status for it, as for any failure of the launcher */
+			(void)tools_option_error("run", argv, "+h", opts);
 			return RUN_FAILED;
 		}
 	}
 	if (optind >= argc) {
-		usage(stderr);
+		(void)tools_usage_error("run", image ? "no command given to run in image '%s'" :
+		                        "no command given", image);
 		return RUN_FAILED;
 	}
 	if (image && rootfs) {

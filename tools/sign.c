@@ -40,13 +40,18 @@ int cmd_key(int argc, char **argv)
 		switch (c) {
 		case 'j': json = true; break;
 		case 'h': key_usage(stdout); return 0;
-		default: key_usage(stderr); return 2;
+		default:
+			return tools_option_error(argc > 1 && !strcmp(argv[1], "generate") ?
+			                          "key generate" : "key", argv, "h", opts);
 		}
 	}
-	if (optind != argc - 2 || strcmp(argv[optind], "generate")) {
-		key_usage(stderr);
-		return 2;
-	}
+	if (optind == argc)
+		return tools_usage_error("key", "no verb given");
+	if (strcmp(argv[optind], "generate"))
+		return tools_usage_error("key", "unknown verb '%s'", argv[optind]);
+	if (optind != argc - 2)
+		return tools_usage_error("key generate", optind == argc - 1 ? "want FILE" :
+		                         "unexpected argument '%s'", argv[argc - 1]);
 	r = sign_key_generate(&k);
 	r = r ?: sign_key_write(&k, argv[optind + 1]);
 	r = r ?: sign_key_id(k.pub, id);
@@ -124,7 +129,7 @@ int cmd_image_sign(int argc, char **argv)
 		case O_CONFIG: fl.config = optarg; break;
 		case O_JSON: json = true; break;
 		case 'h': sign_usage(stdout); return 0;
-		default: sign_usage(stderr); return 2;
+		default: return tools_option_error("image sign", argv + 1, "h", opts);
 		}
 	}
 	if (optind != argc - 2) {

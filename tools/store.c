@@ -429,6 +429,7 @@ int cmd_store(int argc, char **argv)
 		{ 0 }
 	};
 	const char *verb;
+	char cmd[32];
 	struct tools_flags fl = { 0 };
 	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
 	struct store_options so;
@@ -440,15 +441,17 @@ int cmd_store(int argc, char **argv)
 	char *end;
 	int c, r;
 
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (argc < 2)
+		return tools_usage_error("store", "no verb given (gc, verify)");
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
 	}
 	verb = argv[1];
-	if (strcmp(verb, "gc") && strcmp(verb, "verify")) {
-		fprintf(stderr, "lazyroot store: unknown verb '%s' (see lazyroot store --help)\n", verb);
-		return 2;
-	}
+	if (strcmp(verb, "gc") && strcmp(verb, "verify"))
+		return tools_usage_error("store", verb[0] == '-' ? "unknown option '%s'" :
+		                         "unknown verb '%s'", verb);
+	snprintf(cmd, sizeof(cmd), "store %s", verb);
 	optind = 1;
 	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -478,13 +481,11 @@ int cmd_store(int argc, char **argv)
 		case 'w': wait = true; break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return tools_option_error(cmd, argv + 1, "h", opts);
 		}
 	}
-	if (optind != argc - 1) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind != argc - 1)
+		return tools_usage_error(cmd, "unexpected argument '%s'", argv[1 + optind]);
 	if (tools_settings(&fl, &cfg) < 0)
 		return 2;
 	r = tools_store_open(&cfg, &so, false, &s);

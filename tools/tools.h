@@ -23,6 +23,8 @@ int cmd_node(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 /* `lazyroot image sign` (tools/sign.c): argv[1] is "sign". */
 int cmd_image_sign(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 /* A git-style command table and its dispatch. */
 struct tools_command {
@@ -37,6 +39,23 @@ struct tools_command {
  * ("command"); names are listed in a column width wide. */
 int tools_dispatch(const char *prog, const char *what, const struct tools_command *cmds,
                    size_t n, int width, int argc, char **argv);
+
+/* ---- usage errors ----------------------------------------------------------
+ *
+ * A usage error is one line on stderr, "lazyroot: CMD: what is wrong (see
+ * 'lazyroot CMD --help')", and exit status 2 (lazyroot(1), EXIT STATUS); the
+ * help itself goes to stdout, and only when asked for.  getopt's own messages
+ * are off (opterr = 0, set in main) so that each command says it this way. */
+
+/* The line above for cmd ("build", "image ls"); returns 2. */
+__attribute__((format(printf, 2, 3)))
+int tools_usage_error(const char *cmd, const char *fmt, ...);
+/* After getopt_long() returned '?': the usage error naming what argv[optind - 1]
+ * held, an unknown option or one that wants a value (shortopts and longopts as
+ * given to getopt_long); returns 2. */
+struct option;
+int tools_option_error(const char *cmd, char **argv, const char *shortopts,
+                       const struct option *longopts);
 
 /* ---- the node's settings (node/config.h, docs/settings.md) ------------------ */
 
@@ -73,19 +92,26 @@ int tools_store_open(const struct node_config *c, struct store_options *o, bool 
 int cmd_cache_prefetch(int argc, char **argv);
 
 /* `lazyroot CMD VERB [OPTION…] ARG…` for commands of verbs on a store (image,
- * profile): --store, --s3-endpoint, --config, --json and --help after VERB.
- * Returns -1 to go on, with o filled (o->cfg: the settings, which the caller
- * destroys), else the exit status (usage printed: 0 for --help, 2 for no verb,
- * a bad option or a bad setting). */
+ * profile): --store, --s3-endpoint, --config, --json and --help after VERB,
+ * one of verbs (NULL-terminated).  Returns -1 to go on, with o filled (o->cfg:
+ * the settings, which the caller destroys), else the exit status: 0 for
+ * --help (the usage on stdout), 2 for no verb, an unknown one, a bad option or
+ * a bad setting (one line). */
 struct tools_verb {
 	const char *verb;
+	char cmd[48];                   /* "image ls": what usage errors name */
 	bool json;
+	bool no_progress;               /* --no-progress */
 	char **args;                    /* the arguments after the options */
 	int nargs;
 	struct tools_flags flags;
 	struct node_config cfg;
 };
-int tools_verb_parse(int argc, char **argv, void (*usage)(FILE *f), struct tools_verb *o);
+int tools_verb_parse(int argc, char **argv, const char *cmd, const char *const *verbs,
+                     void (*usage)(FILE *f), struct tools_verb *o);
+/* The usage error for o's arguments: its verb wants `want` ("REF DIR"; "" for
+ * none); returns 2. */
+int tools_verb_args_error(const struct tools_verb *o, const char *want);
 /* For _cleanup_: destroys o->cfg. */
 void tools_verb_done(struct tools_verb *o);
 

@@ -94,6 +94,9 @@ bool wfiles_idle(const struct wfiles *w);
 int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
                bool (*have)(void *ud, const struct cache_chunk *ch), void *ud, cache_cb cb,
                void *cb_ud);
+/* cache_file_held() */
+int wfiles_held(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
+                cache_cb cb, void *cb_ud);
 /* Unlink least recently used objects while `used` exceeds limit or fewer
  * than need bytes were freed; returns the bytes freed. */
 uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need);
@@ -144,17 +147,18 @@ void decoder_free(struct decoder *d);
  *  - a queue of fetches beyond max_fetches.
  *
  * Invariants:
- *  - bytes reach a reader only from a file this daemon wrote or hashed
- *    (entry->verified), or from a buffer that chunk_decode() verified (a
- *    staged object's bytes are only ever decoded into such a buffer);
+ *  - bytes reach a reader only from a buffer that was verified against the
+ *    chunk's name in memory: a chunk file read whole and hashed (every time
+ *    it is read from the disk, whoever wrote it: disks rot under files this
+ *    daemon wrote too), or bytes that chunk_decode() verified (a staged
+ *    object's bytes are only ever decoded into such a buffer); verified
+ *    buffers stay in memory on the hot LRU (bounded by hot_limit) so that
+ *    the reads of one chunk that follow each other pay one read and hash;
  *  - an entry is on the disk LRU while it has a chunk file or a staged
  *    object (entry_held); a staged object is dropped once its chunk file is
  *    being written, so that one name has one file (a crash in between leaves
  *    neither, or both: the scan at open then drops the staged one);
  *  - a name is in the flight table at most once; while it is, readers join it;
- *  - an entry's fd is closed only when no read on it is in flight (readers);
- *    an entry evicted meanwhile becomes a zombie, out of every table, freed
- *    when its last read completes;
  *  - the shared `used` gauge moves only by what this process's own link or
  *    unlink changed (EEXIST on link / ENOENT on unlink: another daemon did it);
  *  - every callback runs from the loop, never from inside cache_read().
@@ -178,16 +182,13 @@ struct centry {
 	bool on_disk;                    /* a file chunks/ab/<hex> (as far as we know) */
 	bool staged;                     /* a staged object chunks/ab/<hex>.z */
 	uint32_t zsize;                  /* its bytes (size is 0 until known) */
-	bool verified;                   /* written or hashed by this daemon */
-	bool zombie;                     /* evicted; freed when readers drops to 0 */
-	int fd;                          /* -1, or open for hit reads (fd LRU) */
-	unsigned readers;                /* hit reads in flight on fd */
 	uint64_t last_bump;              /* now_ns() of the last mtime refresh */
 	uint8_t *mem;                    /* held in memory (disk full), or NULL */
+	uint8_t *hot;                    /* verified bytes of the chunk file, or NULL */
 	struct centry *hnext;
 	struct centry *lprev, *lnext;    /* disk LRU */
 	struct centry *mprev, *mnext;    /* memory LRU */
-	struct centry *fprev, *fnext;    /* fd LRU */
+	struct centry *tprev, *tnext;    /* hot LRU */
 };
 
 struct list {
@@ -259,9 +260,9 @@ struct cache {
 	pid_t pid;
 	struct centry **buckets;
 	size_t nbuckets, nentries;
-	struct list lru, mlru, flru;
+	struct list lru, mlru, hlru;
 	uint64_t mem_used;
-	unsigned fds_open;
+	uint64_t hot_used, hot_limit;    /* bytes on the hot LRU, and its bound */
 	struct flight *flights[CACHE_FLIGHT_BUCKETS];
 	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
 	ZSTD_DCtx *dctx;
@@ -288,8 +289,12 @@ static inline bool entry_held(const struct centry *e)
 struct centry *cache_entry_find(struct cache *c, const uint8_t name[HASH_SIZE]);
 /* NULL without memory; the new entry is on no list. */
 struct centry *cache_entry_add(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size);
-void cache_entry_close_fd(struct cache *c, struct centry *e);
 void cache_entry_drop_mem(struct cache *c, struct centry *e);
+/* Keep *data (e->size verified bytes of e's chunk file) on the hot LRU,
+ * taking it, dropping the least recently used others to stay within
+ * hot_limit; leaves *data alone when it does not fit at all. */
+void cache_hot_insert(struct cache *c, struct centry *e, uint8_t **data);
+void cache_entry_drop_hot(struct cache *c, struct centry *e);
 void cache_entry_remove(struct cache *c, struct centry *e);
 void cache_chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);
 void cache_staged_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);

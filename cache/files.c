@@ -14,9 +14,18 @@
  *  - an object becomes visible only whole: it is written into an O_TMPFILE,
  *    every chunk read for it is hashed against its name first, and it is
  *    linked into files/ last; a kill at any moment leaves nothing behind;
- *  - this daemon hands out an object only once it wrote it or re-hashed it
- *    against its xattr (an object left by an earlier daemon, or a crash, is
- *    checked on first use; a mismatch is unlinked and counted);
+ *  - a descriptor handed out (cache_file_open) is on an object this daemon
+ *    has just made, or has just re-hashed against its xattr for this very
+ *    call: every new passthrough registration is checked, since the kernel
+ *    reads the object's pages from the disk without us for as long as the
+ *    registration lives, and a disk rots under files this daemon wrote or
+ *    checked itself; a mismatch is unlinked, counted, logged, and the file
+ *    is served from its chunks (each hashed when read) until made again;
+ *  - an object dropped while a registration of it lives (`cache verify`,
+ *    `cache trim`, another daemon's eviction: its descriptor's link count is
+ *    0) is re-hashed through that descriptor before a new open shares the
+ *    registration (cache_file_held); one that fails is remembered as bad
+ *    (WF_BAD) so that no open shares it again;
  *  - making and checking run on one worker thread, never on the loop's: the
  *    loop only queues jobs and takes their results;
  *  - objects count in the shared `used` gauge like chunk files, moved only by
@@ -44,6 +53,9 @@ enum wf_state {
 	WF_BUSY,                        /* a job is out for it */
 	WF_READY,                       /* fd open on a checked object */
 	WF_FAILED,                      /* could not be made; not tried again */
+	WF_BAD,                         /* failed its check: nothing handed out,
+	                                   cache_file_held refuses; made again
+	                                   when asked to make */
 };
 
 /* Someone waiting for an object's check (cache_file_open: -EINPROGRESS). */
@@ -59,6 +71,8 @@ struct wfile {
 	uint64_t size;
 	enum wf_state state;
 	bool on_disk;                   /* a file files/<hex> (as far as we know) */
+	bool fresh;                     /* fd made or checked, not handed out since */
+	bool held_ok;                   /* fd's file unlinked, re-hashed since: good */
 	int fd;                         /* WF_READY: read-only, checked */
 	struct wfile *hnext;
 	struct wfile *lprev, *lnext;    /* on-disk LRU, head = most recently used */
@@ -69,6 +83,8 @@ struct wf_job {
 	struct wfiles *w;
 	struct wfile *e;                /* NULL once the entry is gone */
 	bool make;                      /* assemble (else: check what is on disk) */
+	int fd;                         /* check this descriptor (a dup, owned), not
+	                                   the file under the name; -1: by name */
 	struct cache_piece *pieces;     /* make: the file's pieces, owned */
 	unsigned npieces;
 	uint64_t size;
@@ -225,6 +241,12 @@ static void job_check(struct wf_job *j)
 	char hex[HASH_HEX_SIZE];
 	int fd, r;
 
+	if (j->fd >= 0) {
+		/* an unlinked file of a live registration: nothing to unlink */
+		r = check_fd(j->fd, j->size);
+		j->res = r < 0 ? r : 0;
+		return;
+	}
 	hex_encode(j->e ? j->e->key : (const uint8_t *)"", HASH_SIZE, hex);
 	fd = openat(j->w->files_fd, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
@@ -379,8 +401,27 @@ static void *worker_main(void *arg)
 
 static void job_free(struct wf_job *j)
 {
+	if (j->fd >= 0)
+		close(j->fd);
 	free(j->pieces);
 	free(j);
+}
+
+/* e failed its check: counted, logged once, remembered as bad. */
+static void wf_bad(struct wfiles *w, struct wfile *e)
+{
+	char hex[HASH_HEX_SIZE];
+
+	hex_encode(e->key, HASH_SIZE, hex);
+	stat_add(&w->st->corrupt, 1);
+	log_msg(LOG_WARN, "cache: whole-file object files/%s is corrupt; dropped, its file is "
+	        "served from its chunks", hex);
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+	e->fresh = e->held_ok = false;
+	e->state = WF_BAD;
+	wf_set_on_disk(w, e, false);
 }
 
 static void waiters_run(struct wf_waiter *wt, int res)
@@ -414,18 +455,40 @@ static void job_done(void *ud)
 	if (j->linked)
 		stat_add(&w->st->files_made, 1);
 	if (!e) {
-		if (j->res >= 0)
+		if (j->res >= 0 && j->fd < 0)
 			close(j->res);
 		job_free(j);
 		return;
 	}
-	if (j->res >= 0) {
+	if (j->fd >= 0) {
+		/* a live registration's unlinked file, re-hashed */
+		if (j->res == 0) {
+			e->state = WF_READY;
+			e->held_ok = true;
+		} else {
+			/* not known good: no open shares it again */
+			if (j->res == -EBADMSG)
+				stat_add(&w->st->file_failures, 1);
+			else
+				log_errno(j->res, "cache: checking a whole-file object");
+			wf_bad(w, e);
+		}
+	} else if (j->res >= 0) {
 		e->state = WF_READY;
+		if (e->fd >= 0)
+			close(e->fd);
 		e->fd = j->res;
+		e->fresh = true;
+		e->held_ok = false;
 		wf_set_on_disk(w, e, true);
+	} else if (j->res == -EBADMSG && !j->make) {
+		/* bad bytes (dropped): made again later from the chunks; until
+		 * then no open shares a registration of them */
+		wf_bad(w, e);
 	} else if (j->res == -ENOENT || j->res == -EBADMSG) {
-		/* gone, a chunk evicted meanwhile, or bad bytes (dropped): made
-		 * again later from the chunks */
+		/* gone (`cache verify`, `cache trim`, another daemon), or a chunk
+		 * evicted meanwhile or found bad (a reader's read of it fetches it
+		 * again): made again later from the chunks */
 		wf_remove(w, e);
 	} else {
 		/* ENOSPC and the like: the chunks stay enough; not tried again
@@ -522,7 +585,16 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 	if (e && e->state == WF_READY) {
 		lru_unlink(&w->lru, e);
 		lru_push_head(&w->lru, e);
-		return e->fd;
+		if (e->fresh) {
+			e->fresh = false;
+			return e->fd;
+		}
+		/* checked before, but not for this registration: again (below) */
+	}
+	if (e && e->state == WF_BAD) {
+		/* made again from the chunks when asked to */
+		wf_remove(w, e);
+		e = NULL;
 	}
 	if (e && e->state == WF_BUSY)
 		return e->on_disk ? wait_check(e, cb, cb_ud) : -EAGAIN;
@@ -549,6 +621,7 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 		return -ENOMEM;
 	j->w = w;
 	j->size = size;
+	j->fd = -1;
 	j->make = !e;
 	if (j->make) {
 		j->pieces = malloc(npieces * sizeof(*pieces));
@@ -573,6 +646,48 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 	}
 	e->state = WF_BUSY;
 	return make ? -EAGAIN : wait_check(e, cb, cb_ud);
+}
+
+int wfiles_held(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
+                cache_cb cb, void *cb_ud)
+{
+	uint8_t key[HASH_SIZE];
+	struct wf_job *j;
+	struct wfile *e;
+	struct stat sb;
+	int r;
+
+	piece_key(pieces, npieces, key);
+	e = *wf_slot(w, key);
+	if (e && e->state == WF_BAD)
+		return -EBADMSG;
+	/* gone from the table (evicted by this daemon: good bytes), being
+	 * checked or made: nothing known against it */
+	if (!e || e->state != WF_READY || e->fd < 0 || e->held_ok)
+		return 0;
+	if (fstat(e->fd, &sb) < 0 || sb.st_nlink > 0)
+		return 0;
+	/* unlinked by someone else, maybe for its bytes: hash what the
+	 * registration reads */
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->w = w;
+	j->e = e;
+	j->size = e->size;
+	j->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd < 0) {
+		r = -errno;
+		free(j);
+		return r;
+	}
+	r = job_queue(w, j);
+	if (r < 0) {
+		job_free(j);
+		return r;
+	}
+	e->state = WF_BUSY;
+	return wait_check(e, cb, cb_ud);
 }
 
 uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need)

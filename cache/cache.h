@@ -23,9 +23,9 @@
  *    the file is read from the disk (a file this daemon wrote or checked may
  *    rot since); a mismatch is never served: the file is dropped, counted
  *    (verify_failures, corrupt), logged, and the chunk is fetched again;
- *  - a whole-file object is hashed against its recorded digest every time
- *    it is handed out for a new passthrough registration (see
- *    cache_file_open);
+ *  - a whole-file object is hashed against its recorded digest before it is
+ *    handed out for a new passthrough registration, unless its pages stayed
+ *    locked in memory since its last check (see cache_file_open);
  *  - a staged chunk is never served as it is: its bytes are decoded and
  *    verified like a fetched chunk's first; a staged object that fails is
  *    dropped, counted, and the chunk fetched from the store;
@@ -195,7 +195,10 @@ struct cache_piece {
  * plain file on the cache disk, for a new FUSE passthrough registration:
  * made by this daemon just now, or re-hashed against its recorded digest for
  * this call (the kernel reads the registered file's pages from the disk
- * without us, so each registration starts on bytes checked then).
+ * without us, so each registration starts on bytes checked then), or one
+ * whose pages stayed locked in memory since its last check, its file
+ * unwritten (the most recently registered, 128 MiB of them: such pages are
+ * never read from the disk again, so they are still the checked bytes).
  * Returns a read-only descriptor, borrowed: valid until control returns to
  * the loop (register it with the kernel, or dup it, at once).  Otherwise:
  *  -EINPROGRESS  the object on disk is being checked (hashing it takes a
@@ -210,7 +213,8 @@ struct cache_piece {
  *            for good;
  *  -EINVAL, -ENOMEM.
  * An object is made when every chunk is on disk (each re-hashed as it is
- * copied), and one found on disk is re-hashed before each registration;
+ * copied), and one found on disk is re-hashed before each registration
+ * (but for locked ones);
  * neither blocks the loop (nor waits for the other: an object is made while
  * its file is served from the chunks).  Cost on the loop: O(npieces).
  */

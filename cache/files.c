@@ -21,6 +21,10 @@
  *    registration lives, and a disk rots under files this daemon wrote or
  *    checked itself; a mismatch is unlinked, counted, logged, and the file
  *    is served from its chunks (each hashed when read) until made again;
+ *    the pages of recently checked objects (WF_LOCKED bytes) stay locked in
+ *    memory, so those are never read from the disk again: while they stay
+ *    locked and the file is not written (its ctime), a new registration
+ *    needs no re-hash;
  *  - an object dropped while a registration of it lives (`cache verify`,
  *    `cache trim`, another daemon's eviction: its descriptor's link count is
  *    0) is re-hashed through that descriptor before a new open shares the
@@ -37,6 +41,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -47,6 +52,9 @@
 #define WF_IO (4 << 20)                 /* bytes hashed per read while checking */
 #define WF_WRITE (4 << 20)              /* bytes per write while making */
 #define WF_LIMIT_SHARE 8                /* an object is at most limit / this */
+/* Bytes of checked objects whose pages are kept locked in memory, so that a
+ * new registration of one needs no re-hash (see wf_lock) */
+#define WF_LOCKED (128ULL << 20)
 
 enum wf_state {
 	WF_UNCHECKED,                   /* on disk, not checked by this daemon */
@@ -74,6 +82,9 @@ struct wfile {
 	bool fresh;                     /* fd made or checked, not handed out since */
 	bool held_ok;                   /* fd's file unlinked, re-hashed since: good */
 	int fd;                         /* WF_READY: read-only, checked */
+	void *map;                      /* its pages, locked since checked, or NULL */
+	struct timespec ctime;          /* the file's ctime when they were locked */
+	struct wfile *kprev, *knext;    /* locked LRU, head = most recently registered */
 	struct wfile *hnext;
 	struct wfile *lprev, *lnext;    /* on-disk LRU, head = most recently used */
 };
@@ -91,6 +102,8 @@ struct wf_job {
 	/* results */
 	int res;                        /* fd (read-only) or -errno */
 	bool linked;                    /* make: this job linked the object */
+	void *map;                      /* res's pages locked (wf_lock), or NULL */
+	struct timespec ctime;
 	bool dropped;                   /* check: this job unlinked a bad object */
 };
 
@@ -106,6 +119,8 @@ struct wfiles {
 	uint64_t limit;                 /* the cache's limit in bytes */
 	struct wfile *buckets[WF_BUCKETS];
 	struct wlist lru;
+	struct wlist locked;            /* objects with map, by kprev/knext */
+	uint64_t locked_bytes;
 	unsigned out;                   /* jobs queued or running, results not yet taken */
 	bool thread_started;
 	pthread_t thread;
@@ -173,7 +188,45 @@ static void wf_set_on_disk(struct wfiles *w, struct wfile *e, bool on)
 		lru_unlink(&w->lru, e);
 }
 
-/* Forget e: out of the table and the LRU, its fd closed (a kernel backing
+static void wf_unlock(struct wfiles *w, struct wfile *e)
+{
+	if (!e->map)
+		return;
+	LIST_UNLINK(&w->locked, e, kprev, knext);
+	munmap(e->map, e->size);
+	e->map = NULL;
+	w->locked_bytes -= e->size;
+}
+
+/* e's pages are locked (map, its ctime then): keep them, unlocking the least
+ * recently registered others beyond WF_LOCKED. */
+static void wf_keep_locked(struct wfiles *w, struct wfile *e, void *map,
+                           const struct timespec *ctime)
+{
+	wf_unlock(w, e);
+	if (!map)
+		return;
+	while (w->locked_bytes + e->size > WF_LOCKED && w->locked.tail)
+		wf_unlock(w, w->locked.tail);
+	e->map = map;
+	e->ctime = *ctime;
+	w->locked_bytes += e->size;
+	LIST_PUSH_HEAD(&w->locked, e, kprev, knext);
+}
+
+/* Whether e's locked pages are still the bytes checked: its file neither
+ * unlinked nor written since (a write moves ctime; rot cannot reach pages
+ * that are never read again from the disk). */
+static bool wf_still_locked(struct wfile *e)
+{
+	struct stat sb;
+
+	return e->map && fstat(e->fd, &sb) == 0 && sb.st_nlink > 0 &&
+	       (uint64_t)sb.st_size == e->size && sb.st_ctim.tv_sec == e->ctime.tv_sec &&
+	       sb.st_ctim.tv_nsec == e->ctime.tv_nsec;
+}
+
+/* Forget e: out of the table and the LRUs, its fd closed (a kernel backing
  * file registered from it keeps its own reference). */
 static void wf_remove(struct wfiles *w, struct wfile *e)
 {
@@ -181,6 +234,7 @@ static void wf_remove(struct wfiles *w, struct wfile *e)
 
 	*pp = e->hnext;
 	wf_set_on_disk(w, e, false);
+	wf_unlock(w, e);
 	if (e->fd >= 0)
 		close(e->fd);
 	free(e);
@@ -227,6 +281,41 @@ static int check_fd(int fd, uint64_t size)
 	return r;
 }
 
+/*
+ * Map the object at fd (size bytes) and lock its pages in memory, before it
+ * is hashed: the hash then reads the very pages that stay, and since locked
+ * pages are never evicted, they are never read again from the disk, so they
+ * stay the checked bytes as long as the file is not written (ctime, taken
+ * now: a write during the hash either shows in it or moves ctime after).
+ * *ret_map is NULL when the pages cannot be locked (no room, RLIMIT_MEMLOCK):
+ * the object is then re-hashed at every registration.  Worker thread.
+ */
+static void wf_lock(int fd, uint64_t size, void **ret_map, struct timespec *ret_ctime)
+{
+	struct stat sb;
+	void *m;
+
+	*ret_map = NULL;
+	if (!size || size > WF_LOCKED || fstat(fd, &sb) < 0)
+		return;
+	m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return;
+	if (mlock(m, size) < 0) {
+		munmap(m, size);
+		return;
+	}
+	*ret_map = m;
+	*ret_ctime = sb.st_ctim;
+}
+
+static void wf_lock_drop(void **map, uint64_t size)
+{
+	if (*map)
+		munmap(*map, size);
+	*map = NULL;
+}
+
 int cache_file_check(int files_fd, const char *hex, uint64_t size)
 {
 	_cleanup_close_ int fd = openat(files_fd, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -253,7 +342,10 @@ static void job_check(struct wf_job *j)
 		j->res = -errno;
 		return;
 	}
+	wf_lock(fd, j->size, &j->map, &j->ctime);
 	r = check_fd(fd, j->size);
+	if (r < 0)
+		wf_lock_drop(&j->map, j->size);
 	if (r == -EBADMSG) {
 		j->dropped = unlinkat(j->w->files_fd, hex, 0) == 0;
 		close(fd);
@@ -358,8 +450,18 @@ static void job_make(struct wf_job *j)
 	/* Hand out a read-only descriptor: the backing file of a passthrough
 	 * open must not be writable through it. */
 	j->res = open(proc, O_RDONLY | O_CLOEXEC);
-	if (j->res < 0)
+	if (j->res < 0) {
 		j->res = -errno;
+		return;
+	}
+	/* what is locked is checked once more: pages written back and evicted
+	 * before the lock came from the disk */
+	wf_lock(j->res, j->size, &j->map, &j->ctime);
+	if (j->map && (r = check_fd(j->res, j->size)) < 0) {
+		wf_lock_drop(&j->map, j->size);
+		close(j->res);
+		j->res = r;
+	}
 }
 
 static void job_done(void *ud);
@@ -401,6 +503,7 @@ static void *worker_main(void *arg)
 
 static void job_free(struct wf_job *j)
 {
+	wf_lock_drop(&j->map, j->size);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->pieces);
@@ -416,6 +519,7 @@ static void wf_bad(struct wfiles *w, struct wfile *e)
 	stat_add(&w->st->corrupt, 1);
 	log_msg(LOG_WARN, "cache: whole-file object files/%s is corrupt; dropped, its file is "
 	        "served from its chunks", hex);
+	wf_unlock(w, e);
 	if (e->fd >= 0)
 		close(e->fd);
 	e->fd = -1;
@@ -480,6 +584,8 @@ static void job_done(void *ud)
 		e->fd = j->res;
 		e->fresh = true;
 		e->held_ok = false;
+		wf_keep_locked(w, e, j->map, &j->ctime);
+		j->map = NULL;
 		wf_set_on_disk(w, e, true);
 	} else if (j->res == -EBADMSG && !j->make) {
 		/* bad bytes (dropped): made again later from the chunks; until
@@ -587,6 +693,12 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 		lru_push_head(&w->lru, e);
 		if (e->fresh) {
 			e->fresh = false;
+			return e->fd;
+		}
+		/* its pages locked since checked, and the file unchanged */
+		if (wf_still_locked(e)) {
+			LIST_UNLINK(&w->locked, e, kprev, knext);
+			LIST_PUSH_HEAD(&w->locked, e, kprev, knext);
 			return e->fd;
 		}
 		/* checked before, but not for this registration: again (below) */

@@ -20,6 +20,9 @@
 #define CACHE_CHUNK_NAME_LEN 32        /* hex digits */
 #define CACHE_REL_LEN 38               /* "ab/" + 32 hex + ".z" + NUL */
 #define CACHE_STAGED_SUFFIX ".z"       /* a staged chunk's file: its zstd frame */
+#define CACHE_POOL_MAX (4U << 20)      /* chunk buffers above this are not pooled */
+#define CACHE_POOL_CLASSES 13          /* 64 KiB, 96 KiB, 128 KiB ... CACHE_POOL_MAX */
+#define CACHE_POOL_IDLE (16ULL << 20) /* idle chunk buffers kept for reuse */
 
 static inline void stat_add(uint64_t *field, uint64_t v)
 {
@@ -263,6 +266,8 @@ struct cache {
 	struct list lru, mlru, hlru;
 	uint64_t mem_used;
 	uint64_t hot_used, hot_limit;    /* bytes on the hot LRU, and its bound */
+	struct cache_buf *pool_free[CACHE_POOL_CLASSES];  /* idle chunk buffers (pool.c) */
+	uint64_t pool_idle, pool_idle_limit;
 	struct flight *flights[CACHE_FLIGHT_BUCKETS];
 	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
 	ZSTD_DCtx *dctx;
@@ -284,6 +289,17 @@ static inline bool entry_held(const struct centry *e)
 {
 	return e->on_disk || e->staged;
 }
+
+/* pool.c: chunk buffers.  Every buffer that holds a chunk's bytes (a
+ * flight's data, the hot and memory LRUs') comes from cache_buf_get() and
+ * goes back through cache_buf_put(), never free(). */
+/* NULL without memory; at least size bytes. */
+uint8_t *cache_buf_get(struct cache *c, uint64_t size);
+/* The bytes a buffer really holds (its class's), for the LRUs' bounds. */
+uint64_t cache_buf_cap(uint8_t *data);
+/* data may be NULL. */
+void cache_buf_put(struct cache *c, uint8_t *data);
+void cache_pool_destroy(struct cache *c);
 
 /* evict.c */
 struct centry *cache_entry_find(struct cache *c, const uint8_t name[HASH_SIZE]);

@@ -497,6 +497,7 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	c->limit = p->limit ? p->limit : CACHE_DEFAULT_LIMIT;
 	c->memory_limit = p->memory_limit;
 	c->hot_limit = p->hot_limit ? p->hot_limit : CACHE_DEFAULT_HOT;
+	c->pool_idle_limit = CACHE_POOL_IDLE;
 	c->max_fetches = p->max_fetches ? p->max_fetches : CACHE_DEFAULT_FETCHES;
 	c->near_us = p->near_latency_us ? p->near_latency_us : CACHE_DEFAULT_NEAR_US;
 	c->pid = getpid();
@@ -574,14 +575,15 @@ void cache_free(struct cache *c)
 			while (e) {
 				struct centry *next = e->hnext;
 
-				free(e->mem);
-				free(e->hot);
+				cache_buf_put(c, e->mem);
+				cache_buf_put(c, e->hot);
 				free(e);
 				e = next;
 			}
 		}
 		free(c->buckets);
 	}
+	cache_pool_destroy(c);
 	decoder_free(c->dec);
 	ZSTD_freeDCtx(c->dctx);
 	cache_stats_unmap_rw(c->st);

@@ -73,19 +73,21 @@ void cache_entry_drop_hot(struct cache *c, struct centry *e)
 	if (!e->hot)
 		return;
 	LIST_UNLINK(&c->hlru, e, tprev, tnext);
-	free(e->hot);
+	c->hot_used -= cache_buf_cap(e->hot);
+	cache_buf_put(c, e->hot);
 	e->hot = NULL;
-	c->hot_used -= e->size;
 }
 
 void cache_hot_insert(struct cache *c, struct centry *e, uint8_t **data)
 {
-	if (e->hot || e->size > c->hot_limit)
+	uint64_t cap = cache_buf_cap(*data);
+
+	if (e->hot || cap > c->hot_limit)
 		return;
-	while (c->hot_used + e->size > c->hot_limit && c->hlru.tail)
+	while (c->hot_used + cap > c->hot_limit && c->hlru.tail)
 		cache_entry_drop_hot(c, c->hlru.tail);
 	e->hot = TAKE_PTR(*data);
-	c->hot_used += e->size;
+	c->hot_used += cap;
 	LIST_PUSH_HEAD(&c->hlru, e, tprev, tnext);
 }
 
@@ -94,7 +96,7 @@ void cache_entry_drop_mem(struct cache *c, struct centry *e)
 	if (!e->mem)
 		return;
 	LIST_UNLINK(&c->mlru, e, mprev, mnext);
-	free(e->mem);
+	cache_buf_put(c, e->mem);
 	e->mem = NULL;
 	c->mem_used -= e->size;
 }

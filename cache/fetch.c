@@ -93,7 +93,7 @@ void cache_flight_free(struct flight *f)
 	if (f->fd >= 0)
 		close(f->fd);
 	buf_free(&f->raw);
-	free(f->data);
+	cache_buf_put(c, f->data);
 	free(f);
 	c->flights_live--;
 }
@@ -316,7 +316,7 @@ static int fetch_check(void *ud, struct buf *data, struct store_check *later)
 		                                f->ch.size ? 0 : -EBADMSG);
 	/* a failed verification leaves its buffer: same size, reuse it */
 	if (!f->data)
-		f->data = malloc(f->ch.size ? f->ch.size : 1);
+		f->data = cache_buf_get(c, f->ch.size);
 	if (!f->data)
 		return -ENOMEM;
 	if (c->dec) {
@@ -584,7 +584,7 @@ int cache_start_load(struct cache *c, struct store *s, const struct cache_chunk 
 	*pp = f;
 	if (from == LOAD_FILE || from == LOAD_STAGED) {
 		f->kind = from == LOAD_FILE ? FLIGHT_VERIFY : FLIGHT_STAGED;
-		f->data = malloc(ch->size ? ch->size : 1);
+		f->data = cache_buf_get(c, ch->size);
 		if (!f->data) {
 			*pp = NULL;
 			free(f);

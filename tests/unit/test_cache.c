@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "cache/cache.h"
+#include "cache/cache-internal.h"
 #include "lib/lib.h"
 #include "lib/loop.h"
 #include "store/store.h"
@@ -347,6 +347,52 @@ static void test_cache__corrupt_files_detected_on_reload(void **state)
 		assert_int_equal(sb.st_size, 30000);
 	}
 	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+/* Chunk buffers are reused: one given back is the one the next chunk of its
+ * size class (or of one or two classes below) gets, its pages still there;
+ * a buffer above the pool's largest class is not kept, nor are idle ones
+ * past the pool's bound. */
+static void test_cache__chunk_buffers_reused(void **state)
+{
+	struct cache_params p = { .dir = cdir };
+	struct cache *c = NULL;
+	uint8_t *a, *b, *big, *v[80];
+
+	assert_int_equal(cache_open(&p, loop, &c), 0);
+	a = cache_buf_get(c, 200000);
+	assert_non_null(a);
+	assert_int_equal(cache_buf_cap(a), 256 << 10);
+	memset(a, 0x5a, 200000);
+	cache_buf_put(c, a);
+	assert_int_equal(c->pool_idle, 256 << 10);
+	/* the same class, then two classes below: the same buffer */
+	b = cache_buf_get(c, 170000);
+	assert_ptr_equal(b, a);
+	assert_int_equal(c->pool_idle, 0);
+	cache_buf_put(c, b);
+	b = cache_buf_get(c, 120000);
+	assert_ptr_equal(b, a);
+	cache_buf_put(c, b);
+	/* three classes below: a buffer of its own */
+	b = cache_buf_get(c, 90000);
+	assert_ptr_not_equal(b, a);
+	assert_int_equal(cache_buf_cap(b), 96 << 10);
+	cache_buf_put(c, b);
+	/* past the largest class: mapped for the call, never idle */
+	big = cache_buf_get(c, CACHE_POOL_MAX + 1);
+	assert_non_null(big);
+	memset(big, 1, CACHE_POOL_MAX + 1);
+	cache_buf_put(c, big);
+	assert_int_equal(c->pool_idle, (256 << 10) + (96 << 10));
+	/* idle buffers past the bound are unmapped */
+	for (unsigned i = 0; i < 80; i++)
+		assert_non_null(v[i] = cache_buf_get(c, 1 << 20));
+	for (unsigned i = 0; i < 80; i++)
+		cache_buf_put(c, v[i]);
+	assert_true(c->pool_idle <= CACHE_POOL_IDLE);
+	assert_true(c->pool_idle > CACHE_POOL_IDLE - (1 << 20));
 	cache_free(c);
 }
 
@@ -1301,6 +1347,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_cache__miss_then_hit_at_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__single_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__chunk_buffers_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__pack_read_and_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__eviction_keeps_limit_and_drops_lru, setup,
 		                                teardown),

@@ -25,7 +25,7 @@
  *    (verify_failures, corrupt), logged, and the chunk is fetched again;
  *  - a whole-file object is hashed against its recorded digest before it is
  *    handed out for a new passthrough registration, unless its pages stayed
- *    locked in memory since its last check (see cache_file_open);
+ *    in memory since its last check (see cache_file_open);
  *  - a staged chunk is never served as it is: its bytes are decoded and
  *    verified like a fetched chunk's first; a staged object that fails is
  *    dropped, counted, and the chunk fetched from the store;
@@ -198,9 +198,11 @@ struct cache_piece {
  * made by this daemon just now, or re-hashed against its recorded digest for
  * this call (the kernel reads the registered file's pages from the disk
  * without us, so each registration starts on bytes checked then), or one
- * whose pages stayed locked in memory since its last check, its file
- * unwritten (the most recently registered, 128 MiB of them: such pages are
- * never read from the disk again, so they are still the checked bytes).
+ * whose pages stayed in memory since its last check, its file unwritten
+ * (the most recently registered, 256 MiB of them, stay mapped after their
+ * check, and /proc/self/pagemap shows that no page of them was reclaimed,
+ * so none read from the disk again: still the checked bytes; nothing is
+ * locked).
  * Returns a read-only descriptor, borrowed: valid until control returns to
  * the loop (register it with the kernel, or dup it, at once).  Otherwise:
  *  -EINPROGRESS  the object on disk is being checked (hashing it takes a
@@ -216,9 +218,9 @@ struct cache_piece {
  *  -EINVAL, -ENOMEM.
  * An object is made when every chunk is on disk (each re-hashed as it is
  * copied), and one found on disk is re-hashed before each registration
- * (but for locked ones);
- * neither blocks the loop (nor waits for the other: an object is made while
- * its file is served from the chunks).  Cost on the loop: O(npieces).
+ * (but for those whose pages stayed); neither blocks the loop (nor waits for the other: an object is made while
+ * its file is served from the chunks).  Cost on the loop: O(npieces), and
+ * a read of 8 bytes a page of /proc/self/pagemap for one whose pages stayed.
  */
 int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
                     bool make, cache_cb cb, void *ud);

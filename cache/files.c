@@ -21,10 +21,14 @@
  *    registration lives, and a disk rots under files this daemon wrote or
  *    checked itself; a mismatch is unlinked, counted, logged, and the file
  *    is served from its chunks (each hashed when read) until made again;
- *    the pages of recently checked objects (WF_LOCKED bytes) stay locked in
- *    memory, so those are never read from the disk again: while they stay
- *    locked and the file is not written (its ctime), a new registration
- *    needs no re-hash;
+ *    recently checked objects (WF_MAPPED bytes) stay mapped, their pages in
+ *    this process's page tables since the hash read them through the
+ *    mapping; the kernel takes a page out of every page table that maps it
+ *    before it reclaims it, so while /proc/self/pagemap shows each page
+ *    present and the file is not written (its ctime), the pages are the
+ *    ones hashed, never read again from the disk, and a new registration
+ *    needs no re-hash (nothing is locked: memory pressure reclaims them as
+ *    any page cache, and the next registration then re-hashes);
  *  - an object dropped while a registration of it lives (`cache verify`,
  *    `cache trim`, another daemon's eviction: its descriptor's link count is
  *    0) is re-hashed through that descriptor before a new open shares the
@@ -52,9 +56,10 @@
 #define WF_IO (4 << 20)                 /* bytes hashed per read while checking */
 #define WF_WRITE (4 << 20)              /* bytes per write while making */
 #define WF_LIMIT_SHARE 8                /* an object is at most limit / this */
-/* Bytes of checked objects whose pages are kept locked in memory, so that a
- * new registration of one needs no re-hash (see wf_lock) */
-#define WF_LOCKED (128ULL << 20)
+/* Bytes of checked objects kept mapped, so that a new registration of one
+ * whose pages stayed needs no re-hash (see wf_map): address space and page
+ * tables only (2 KiB a MiB), the pages stay reclaimable */
+#define WF_MAPPED (256ULL << 20)
 
 enum wf_state {
 	WF_UNCHECKED,                   /* on disk, not checked by this daemon */
@@ -82,9 +87,9 @@ struct wfile {
 	bool fresh;                     /* fd made or checked, not handed out since */
 	bool held_ok;                   /* fd's file unlinked, re-hashed since: good */
 	int fd;                         /* WF_READY: read-only, checked */
-	void *map;                      /* its pages, locked since checked, or NULL */
-	struct timespec ctime;          /* the file's ctime when they were locked */
-	struct wfile *kprev, *knext;    /* locked LRU, head = most recently registered */
+	void *map;                      /* mapped since checked through it, or NULL */
+	struct timespec ctime;          /* the file's ctime when it was mapped */
+	struct wfile *kprev, *knext;    /* mapped LRU, head = most recently registered */
 	struct wfile *hnext;
 	struct wfile *lprev, *lnext;    /* on-disk LRU, head = most recently used */
 };
@@ -102,7 +107,7 @@ struct wf_job {
 	/* results */
 	int res;                        /* fd (read-only) or -errno */
 	bool linked;                    /* make: this job linked the object */
-	void *map;                      /* res's pages locked (wf_lock), or NULL */
+	void *map;                      /* res mapped and hashed through it (wf_map), or NULL */
 	struct timespec ctime;
 	bool dropped;                   /* check: this job unlinked a bad object */
 };
@@ -119,8 +124,9 @@ struct wfiles {
 	uint64_t limit;                 /* the cache's limit in bytes */
 	struct wfile *buckets[WF_BUCKETS];
 	struct wlist lru;
-	struct wlist locked;            /* objects with map, by kprev/knext */
-	uint64_t locked_bytes;
+	struct wlist mapped;            /* objects with map, by kprev/knext */
+	uint64_t mapped_bytes;
+	int pagemap_fd;                 /* /proc/self/pagemap, or -1: always re-hash */
 	unsigned out;                   /* jobs queued or running, results not yet taken */
 	bool thread_started;
 	pthread_t thread;
@@ -188,42 +194,64 @@ static void wf_set_on_disk(struct wfiles *w, struct wfile *e, bool on)
 		lru_unlink(&w->lru, e);
 }
 
-static void wf_unlock(struct wfiles *w, struct wfile *e)
+static void wf_unmap(struct wfiles *w, struct wfile *e)
 {
 	if (!e->map)
 		return;
-	LIST_UNLINK(&w->locked, e, kprev, knext);
+	LIST_UNLINK(&w->mapped, e, kprev, knext);
 	munmap(e->map, e->size);
 	e->map = NULL;
-	w->locked_bytes -= e->size;
+	w->mapped_bytes -= e->size;
 }
 
-/* e's pages are locked (map, its ctime then): keep them, unlocking the least
- * recently registered others beyond WF_LOCKED. */
-static void wf_keep_locked(struct wfiles *w, struct wfile *e, void *map,
+/* e is mapped at map (its ctime then), checked through it: keep it,
+ * unmapping the least recently registered others beyond WF_MAPPED. */
+static void wf_keep_mapped(struct wfiles *w, struct wfile *e, void *map,
                            const struct timespec *ctime)
 {
-	wf_unlock(w, e);
+	wf_unmap(w, e);
 	if (!map)
 		return;
-	while (w->locked_bytes + e->size > WF_LOCKED && w->locked.tail)
-		wf_unlock(w, w->locked.tail);
+	while (w->mapped_bytes + e->size > WF_MAPPED && w->mapped.tail)
+		wf_unmap(w, w->mapped.tail);
 	e->map = map;
 	e->ctime = *ctime;
-	w->locked_bytes += e->size;
-	LIST_PUSH_HEAD(&w->locked, e, kprev, knext);
+	w->mapped_bytes += e->size;
+	LIST_PUSH_HEAD(&w->mapped, e, kprev, knext);
 }
 
-/* Whether e's locked pages are still the bytes checked: its file neither
- * unlinked nor written since (a write moves ctime; rot cannot reach pages
- * that are never read again from the disk). */
-static bool wf_still_locked(struct wfile *e)
+/* Whether every page of [map, map + size) is still in this process's page
+ * tables: a page reclaimed since is not (nor one being migrated: a copy of
+ * the same bytes, re-hashed all the same).  One 8-byte entry a page. */
+static bool pages_present(int pagemap_fd, const void *map, uint64_t size)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), v[512];
+	uint64_t first = (uintptr_t)map / page, n = (size + page - 1) / page;
+
+	for (uint64_t i = 0; i < n;) {
+		size_t k = (size_t)MIN(n - i, (uint64_t)ARRAY_SIZE(v));
+
+		if (pread_full(pagemap_fd, v, k * sizeof(v[0]), (off_t)((first + i) * sizeof(v[0]))) !=
+		    (ssize_t)(k * sizeof(v[0])))
+			return false;
+		for (size_t j = 0; j < k; j++)
+			if (!(v[j] >> 63))      /* bit 63: page present */
+				return false;
+		i += k;
+	}
+	return true;
+}
+
+/* Whether e's mapped pages are still the bytes checked: its file neither
+ * unlinked nor written since (a write moves ctime), and no page of it
+ * reclaimed (so none read again from the disk, where rot reaches). */
+static bool wf_still_mapped(struct wfiles *w, struct wfile *e)
 {
 	struct stat sb;
 
-	return e->map && fstat(e->fd, &sb) == 0 && sb.st_nlink > 0 &&
+	return e->map && w->pagemap_fd >= 0 && fstat(e->fd, &sb) == 0 && sb.st_nlink > 0 &&
 	       (uint64_t)sb.st_size == e->size && sb.st_ctim.tv_sec == e->ctime.tv_sec &&
-	       sb.st_ctim.tv_nsec == e->ctime.tv_nsec;
+	       sb.st_ctim.tv_nsec == e->ctime.tv_nsec && pages_present(w->pagemap_fd, e->map, e->size);
 }
 
 /* Forget e: out of the table and the LRUs, its fd closed (a kernel backing
@@ -234,7 +262,7 @@ static void wf_remove(struct wfiles *w, struct wfile *e)
 
 	*pp = e->hnext;
 	wf_set_on_disk(w, e, false);
-	wf_unlock(w, e);
+	wf_unmap(w, e);
 	if (e->fd >= 0)
 		close(e->fd);
 	free(e);
@@ -242,27 +270,35 @@ static void wf_remove(struct wfiles *w, struct wfile *e)
 
 /* ---- the worker ----------------------------------------------------------- */
 
-/* Hash the object at fd (size bytes) and compare with its xattr. */
-static int check_fd(int fd, uint64_t size)
+/* Hash the object at fd (size bytes) and compare with its xattr: through
+ * map (fd mapped whole, wf_map) when there is one, else read WF_IO at a
+ * time. */
+static int check_fd(int fd, uint64_t size, const void *map)
 {
-	_cleanup_free_ uint8_t *buf = malloc(WF_IO);
-	struct hash128_state *hs = hash128_new();
+	_cleanup_free_ uint8_t *buf = NULL;
+	struct hash128_state *hs = NULL;
 	uint8_t want[HASH_SIZE], got[HASH_SIZE];
 	struct stat sb;
 	uint64_t off = 0;
 	int r = 0;
 
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if ((uint64_t)sb.st_size != size)
+		return -EBADMSG;
+	if (fgetxattr(fd, CACHE_FILE_XATTR, want, sizeof(want)) != sizeof(want))
+		return errno == ENODATA || errno == ERANGE ? -EBADMSG : -errno;
+	if (map) {
+		hash128(map, (size_t)size, got);
+		return memcmp(got, want, HASH_SIZE) ? -EBADMSG : 0;
+	}
+	buf = malloc(WF_IO);
+	hs = hash128_new();
 	if (!buf || !hs) {
 		hash128_free(hs);
 		return -ENOMEM;
 	}
-	if (fstat(fd, &sb) < 0)
-		r = -errno;
-	else if ((uint64_t)sb.st_size != size)
-		r = -EBADMSG;
-	else if (fgetxattr(fd, CACHE_FILE_XATTR, want, sizeof(want)) != sizeof(want))
-		r = errno == ENODATA || errno == ERANGE ? -EBADMSG : -errno;
-	while (r == 0 && off < size) {
+	while (off < size) {
 		ssize_t n = pread_full(fd, buf, (size_t)MIN((uint64_t)WF_IO, size - off), off);
 
 		if (n <= 0) {
@@ -282,34 +318,30 @@ static int check_fd(int fd, uint64_t size)
 }
 
 /*
- * Map the object at fd (size bytes) and lock its pages in memory, before it
- * is hashed: the hash then reads the very pages that stay, and since locked
- * pages are never evicted, they are never read again from the disk, so they
- * stay the checked bytes as long as the file is not written (ctime, taken
- * now: a write during the hash either shows in it or moves ctime after).
- * *ret_map is NULL when the pages cannot be locked (no room, RLIMIT_MEMLOCK):
- * the object is then re-hashed at every registration.  Worker thread.
+ * Map the object at fd (size bytes) whole, its pages in this process's page
+ * tables (MAP_POPULATE), for it to be hashed through the mapping: every page
+ * hashed is then one a page table maps, and stays there until the kernel
+ * reclaims it (wf_still_mapped), as long as the file is not written (ctime,
+ * taken now: a write during the hash either shows in it or moves ctime
+ * after).  *ret_map is NULL when it cannot be mapped: the object is then
+ * hashed by reads, and again at every registration.  Worker thread.
  */
-static void wf_lock(int fd, uint64_t size, void **ret_map, struct timespec *ret_ctime)
+static void wf_map(int fd, uint64_t size, void **ret_map, struct timespec *ret_ctime)
 {
 	struct stat sb;
 	void *m;
 
 	*ret_map = NULL;
-	if (!size || size > WF_LOCKED || fstat(fd, &sb) < 0)
+	if (!size || size > WF_MAPPED || fstat(fd, &sb) < 0)
 		return;
-	m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	m = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (m == MAP_FAILED)
 		return;
-	if (mlock(m, size) < 0) {
-		munmap(m, size);
-		return;
-	}
 	*ret_map = m;
 	*ret_ctime = sb.st_ctim;
 }
 
-static void wf_lock_drop(void **map, uint64_t size)
+static void wf_map_drop(void **map, uint64_t size)
 {
 	if (*map)
 		munmap(*map, size);
@@ -322,7 +354,7 @@ int cache_file_check(int files_fd, const char *hex, uint64_t size)
 
 	if (fd < 0)
 		return -errno;
-	return check_fd(fd, size);
+	return check_fd(fd, size, NULL);
 }
 
 static void job_check(struct wf_job *j)
@@ -332,7 +364,7 @@ static void job_check(struct wf_job *j)
 
 	if (j->fd >= 0) {
 		/* an unlinked file of a live registration: nothing to unlink */
-		r = check_fd(j->fd, j->size);
+		r = check_fd(j->fd, j->size, NULL);
 		j->res = r < 0 ? r : 0;
 		return;
 	}
@@ -342,10 +374,10 @@ static void job_check(struct wf_job *j)
 		j->res = -errno;
 		return;
 	}
-	wf_lock(fd, j->size, &j->map, &j->ctime);
-	r = check_fd(fd, j->size);
+	wf_map(fd, j->size, &j->map, &j->ctime);
+	r = check_fd(fd, j->size, j->map);
 	if (r < 0)
-		wf_lock_drop(&j->map, j->size);
+		wf_map_drop(&j->map, j->size);
 	if (r == -EBADMSG) {
 		j->dropped = unlinkat(j->w->files_fd, hex, 0) == 0;
 		close(fd);
@@ -454,11 +486,11 @@ static void job_make(struct wf_job *j)
 		j->res = -errno;
 		return;
 	}
-	/* what is locked is checked once more: pages written back and evicted
-	 * before the lock came from the disk */
-	wf_lock(j->res, j->size, &j->map, &j->ctime);
-	if (j->map && (r = check_fd(j->res, j->size)) < 0) {
-		wf_lock_drop(&j->map, j->size);
+	/* what stays mapped is hashed once more through the mapping: pages
+	 * written back and reclaimed since they were written came from the disk */
+	wf_map(j->res, j->size, &j->map, &j->ctime);
+	if (j->map && (r = check_fd(j->res, j->size, j->map)) < 0) {
+		wf_map_drop(&j->map, j->size);
 		close(j->res);
 		j->res = r;
 	}
@@ -503,7 +535,7 @@ static void *worker_main(void *arg)
 
 static void job_free(struct wf_job *j)
 {
-	wf_lock_drop(&j->map, j->size);
+	wf_map_drop(&j->map, j->size);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->pieces);
@@ -519,7 +551,7 @@ static void wf_bad(struct wfiles *w, struct wfile *e)
 	stat_add(&w->st->corrupt, 1);
 	log_msg(LOG_WARN, "cache: whole-file object files/%s is corrupt; dropped, its file is "
 	        "served from its chunks", hex);
-	wf_unlock(w, e);
+	wf_unmap(w, e);
 	if (e->fd >= 0)
 		close(e->fd);
 	e->fd = -1;
@@ -584,7 +616,7 @@ static void job_done(void *ud)
 		e->fd = j->res;
 		e->fresh = true;
 		e->held_ok = false;
-		wf_keep_locked(w, e, j->map, &j->ctime);
+		wf_keep_mapped(w, e, j->map, &j->ctime);
 		j->map = NULL;
 		wf_set_on_disk(w, e, true);
 	} else if (j->res == -EBADMSG && !j->make) {
@@ -695,10 +727,10 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 			e->fresh = false;
 			return e->fd;
 		}
-		/* its pages locked since checked, and the file unchanged */
-		if (wf_still_locked(e)) {
-			LIST_UNLINK(&w->locked, e, kprev, knext);
-			LIST_PUSH_HEAD(&w->locked, e, kprev, knext);
+		/* its pages in place since checked, and the file unchanged */
+		if (wf_still_mapped(w, e)) {
+			LIST_UNLINK(&w->mapped, e, kprev, knext);
+			LIST_PUSH_HEAD(&w->mapped, e, kprev, knext);
 			return e->fd;
 		}
 		/* checked before, but not for this registration: again (below) */
@@ -856,6 +888,8 @@ int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, ui
 	w->chunks_fd = chunks_fd;
 	w->limit = limit;
 	w->files_fd = -1;
+	/* without it (no /proc), every registration re-hashes */
+	w->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	if (mkdirat(dir_fd, "files", 0755) < 0 && errno != EEXIST) {
@@ -926,6 +960,8 @@ void wfiles_free(struct wfiles *w)
 		}
 	if (w->files_fd >= 0)
 		close(w->files_fd);
+	if (w->pagemap_fd >= 0)
+		close(w->pagemap_fd);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w);

@@ -135,13 +135,13 @@ static void open_resume(void *ud, int res)
 /*
  * Answer an OPEN (passthrough negotiated).  A candidate with no open in the
  * kernel gets FOPEN_PASSTHROUGH when its object is ready: the object is
- * re-hashed for every new registration unless its pages stayed locked since
- * its last check (cache_file_open), and the OPEN waits for that (may_wait;
- * the hash of a 33 MB file takes a few ms warm),
- * since the open is usually the one that reads it; one found corrupt is
- * dropped and the file served from its chunks.  An OPEN never starts making an
- * object (whole_file_soon does, once reads pause): the file is served from
- * the chunks meanwhile.
+ * re-hashed for every new registration unless its pages stayed in memory
+ * since its last check (cache_file_open), and the OPEN waits for that
+ * (may_wait; the hash of a 33 MB file takes 5-10 ms warm), since the open
+ * is usually the one that reads it; one found corrupt is dropped and the
+ * file served from its chunks.  An OPEN never starts making an object
+ * (whole_file_soon does, once reads pause): the file is served from the
+ * chunks meanwhile.
  */
 static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
                         bool may_wait)

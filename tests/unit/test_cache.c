@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1242,8 +1243,42 @@ static int file_wait(struct res *r)
 	return r->res;
 }
 
+/* Have the kernel reclaim this process's mapping of the object (its pages
+ * out of the page tables, as memory pressure would do); false when it has
+ * no mapping of it.  Found by inode: a mapping of an object made through
+ * O_TMPFILE carries the name it had then. */
+static bool page_out_object(void)
+{
+	char path[256], line[512];
+	bool found = false;
+	struct stat sb;
+	FILE *f;
+	int fd;
+
+	object_path(path, sizeof(path));
+	assert_true(path[0]);
+	/* written back first: a dirty page is not reclaimed at once */
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fsync(fd), 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	close(fd);
+	f = fopen("/proc/self/maps", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b, ino;
+
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &a, &b, &ino) != 3 || ino != sb.st_ino)
+			continue;
+		assert_int_equal(madvise((void *)a, b - a, MADV_PAGEOUT), 0);
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
 /* Whole-file objects that rot under the cache that made them: a new
- * registration re-hashes the object unless its pages stayed locked and the
+ * registration re-hashes the object unless its pages stayed in memory and the
  * file unwritten since its check (a flipped one is dropped, counted, and made
  * again from the chunks); one unlinked by another process under a live
  * registration (`cache verify`, `cache trim`) is re-hashed through its
@@ -1277,12 +1312,24 @@ static void test_cache__whole_file_objects_rotting(void **state)
 	fd = file_open_wait(c, p, 2);
 	assert_true(fd >= 0);
 	fd_equal(fd, want, len);
-	/* a second registration: its pages locked since checked and the file
-	 * not written, no re-hash needed */
+	/* a second registration: its pages in memory since checked and the
+	 * file not written, no re-hash needed */
 	fd = cache_file_open(c, p, 2, false, res_cb, &r);
 	assert_true(fd >= 0);
 	fd_equal(fd, want, len);
 	assert_int_equal(cache_file_held(c, p, 2, NULL, NULL), 0);
+	/* its pages reclaimed since (they could be read again from a disk
+	 * that rotted): the next registration re-hashes it */
+	assert_true(page_out_object());
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_open(c, p, 2, false, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(file_wait(&r), 0);
+	fd = cache_file_open(c, p, 2, false, res_cb, &r);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	/* and, its pages mapped again by that hash, the one after does not */
+	fd = cache_file_open(c, p, 2, false, res_cb, &r);
+	assert_true(fd >= 0);
 
 	/* flipped: the next registration finds it and gets none */
 	object_path(path, sizeof(path));

@@ -311,6 +311,10 @@ void cache_entry_drop_mem(struct cache *c, struct centry *e);
  * hot_limit; leaves *data alone when it does not fit at all. */
 void cache_hot_insert(struct cache *c, struct centry *e, uint8_t **data);
 void cache_entry_drop_hot(struct cache *c, struct centry *e);
+/* Take the buffer (of min_cap to max_cap bytes) of one of the least
+ * recently used hot entries, dropping it from the hot LRU; NULL when none
+ * of the last few fits.  For cache_buf_get(). */
+uint8_t *cache_hot_take(struct cache *c, uint64_t min_cap, uint64_t max_cap);
 void cache_entry_remove(struct cache *c, struct centry *e);
 void cache_chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);
 void cache_staged_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);

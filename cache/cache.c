@@ -208,6 +208,9 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 	if (!w)
 		return -ENOMEM;
 	*w = tmp;
+	/* a hit, though its file must be read and hashed first */
+	if (e && e->on_disk)
+		entry_touch(c, e);
 	r = cache_start_load(c, s, ch, w,
 	               e && e->on_disk ? LOAD_FILE : e && e->staged ? LOAD_STAGED : LOAD_STORE);
 	if (r < 0) {

@@ -84,12 +84,12 @@ struct cache_params {
 	unsigned decoders;
 	/* Bytes of chunk files kept in memory once read whole and verified, so
 	 * that the reads of one chunk that follow each other pay one read and
-	 * one hash, counted by their buffers' size classes (0: CACHE_DEFAULT_HOT:
-	 * a few readers' chunks at once; larger ones raised the worker's page
-	 * faults, docs/perf-log.md). */
+	 * one hash, counted by their buffers' size classes (0: CACHE_DEFAULT_HOT);
+	 * a burst of misses takes the least recently used of these buffers
+	 * before it maps new ones. */
 	uint64_t hot_limit;
 };
-#define CACHE_DEFAULT_HOT (4ULL << 20)
+#define CACHE_DEFAULT_HOT (32ULL << 20)
 #define CACHE_NO_DECODERS UINT32_MAX
 
 /*

@@ -78,6 +78,27 @@ void cache_entry_drop_hot(struct cache *c, struct centry *e)
 	e->hot = NULL;
 }
 
+#define HOT_TAKE_SCAN 16    /* hot entries looked at for a buffer to take */
+
+uint8_t *cache_hot_take(struct cache *c, uint64_t min_cap, uint64_t max_cap)
+{
+	struct centry *e = c->hlru.tail;
+
+	for (unsigned i = 0; e && i < HOT_TAKE_SCAN; i++, e = e->tprev) {
+		uint64_t cap = cache_buf_cap(e->hot);
+		uint8_t *data;
+
+		if (cap < min_cap || cap > max_cap)
+			continue;
+		data = e->hot;
+		LIST_UNLINK(&c->hlru, e, tprev, tnext);
+		c->hot_used -= cap;
+		e->hot = NULL;
+		return data;
+	}
+	return NULL;
+}
+
 void cache_hot_insert(struct cache *c, struct centry *e, uint8_t **data)
 {
 	uint64_t cap = cache_buf_cap(*data);

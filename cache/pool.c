@@ -11,9 +11,10 @@
  * served").  So chunk buffers are mappings of their own, out of malloc's
  * heap, populated when made (one call, not a fault a page), and go back to
  * a free list of their size class, up to CACHE_POOL_IDLE bytes of them: the
- * next flight takes one whose pages are there.  Beyond that they are
- * unmapped.  The bound is above what a burst of misses holds at once (a
- * second burst then maps nothing), and is what a node keeps when idle.
+ * next flight takes one whose pages are there, or else the buffer of one of
+ * the least recently used hot entries (evict.c), and maps a new one only
+ * when neither has one of its size.  Beyond the bound idle ones are
+ * unmapped: what a node keeps when idle is the hot LRU and that bound.
  *
  * Classes are 64 KiB << k and 96 KiB << k up to CACHE_POOL_MAX (a chunk's
  * size rounds up by at most half; a get takes the next two classes too when
@@ -86,6 +87,15 @@ uint8_t *cache_buf_get(struct cache *c, uint64_t size)
 		c->pool_free[k] = b->next;
 		c->pool_idle -= b->cap;
 		return b->data;
+	}
+	/* else one the hot LRU holds least recently: its bytes are a guess at
+	 * a read to come, a fresh mapping a certain cost */
+	if (cls != POOL_UNPOOLED) {
+		uint8_t *data = cache_hot_take(c, cap, cls + 2 < CACHE_POOL_CLASSES ?
+		                               class_cap(cls + 2) : class_cap(CACHE_POOL_CLASSES - 1));
+
+		if (data)
+			return data;
 	}
 	if (cap > UINT32_MAX)
 		return NULL;

@@ -218,9 +218,10 @@ struct cache_piece {
  *  -EINVAL, -ENOMEM.
  * An object is made when every chunk is on disk (each re-hashed as it is
  * copied), and one found on disk is re-hashed before each registration
- * (but for those whose pages stayed); neither blocks the loop (nor waits for the other: an object is made while
- * its file is served from the chunks).  Cost on the loop: O(npieces), and
- * a read of 8 bytes a page of /proc/self/pagemap for one whose pages stayed.
+ * (but for those whose pages stayed); neither blocks the loop (nor waits
+ * for the other: an object is made while its file is served from the
+ * chunks).  Cost on the loop: O(npieces), and a read of 8 bytes a page of
+ * /proc/self/pagemap for one whose pages stayed (about 0.5 ms for 33 MB).
  */
 int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
                     bool make, cache_cb cb, void *ud);

@@ -89,7 +89,7 @@ struct cache_params {
 	 * before it maps new ones. */
 	uint64_t hot_limit;
 };
-#define CACHE_DEFAULT_HOT (32ULL << 20)
+#define CACHE_DEFAULT_HOT (4ULL << 20)
 #define CACHE_NO_DECODERS UINT32_MAX
 
 /*

@@ -20,6 +20,9 @@
 #define CACHE_CHUNK_NAME_LEN 32        /* hex digits */
 #define CACHE_REL_LEN 38               /* "ab/" + 32 hex + ".z" + NUL */
 #define CACHE_STAGED_SUFFIX ".z"       /* a staged chunk's file: its zstd frame */
+#define CACHE_POOL_MAX (4U << 20)      /* chunk buffers above this are not pooled */
+#define CACHE_POOL_CLASSES 13          /* 64 KiB, 96 KiB, 128 KiB ... CACHE_POOL_MAX */
+#define CACHE_POOL_IDLE (16ULL << 20) /* idle chunk buffers kept for reuse */
 
 static inline void stat_add(uint64_t *field, uint64_t v)
 {
@@ -94,6 +97,9 @@ bool wfiles_idle(const struct wfiles *w);
 int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
                bool (*have)(void *ud, const struct cache_chunk *ch), void *ud, cache_cb cb,
                void *cb_ud);
+/* cache_file_held() */
+int wfiles_held(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
+                cache_cb cb, void *cb_ud);
 /* Unlink least recently used objects while `used` exceeds limit or fewer
  * than need bytes were freed; returns the bytes freed. */
 uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need);
@@ -144,17 +150,18 @@ void decoder_free(struct decoder *d);
  *  - a queue of fetches beyond max_fetches.
  *
  * Invariants:
- *  - bytes reach a reader only from a file this daemon wrote or hashed
- *    (entry->verified), or from a buffer that chunk_decode() verified (a
- *    staged object's bytes are only ever decoded into such a buffer);
+ *  - bytes reach a reader only from a buffer that was verified against the
+ *    chunk's name in memory: a chunk file read whole and hashed (every time
+ *    it is read from the disk, whoever wrote it: disks rot under files this
+ *    daemon wrote too), or bytes that chunk_decode() verified (a staged
+ *    object's bytes are only ever decoded into such a buffer); verified
+ *    buffers stay in memory on the hot LRU (bounded by hot_limit) so that
+ *    the reads of one chunk that follow each other pay one read and hash;
  *  - an entry is on the disk LRU while it has a chunk file or a staged
  *    object (entry_held); a staged object is dropped once its chunk file is
  *    being written, so that one name has one file (a crash in between leaves
  *    neither, or both: the scan at open then drops the staged one);
  *  - a name is in the flight table at most once; while it is, readers join it;
- *  - an entry's fd is closed only when no read on it is in flight (readers);
- *    an entry evicted meanwhile becomes a zombie, out of every table, freed
- *    when its last read completes;
  *  - the shared `used` gauge moves only by what this process's own link or
  *    unlink changed (EEXIST on link / ENOENT on unlink: another daemon did it);
  *  - every callback runs from the loop, never from inside cache_read().
@@ -178,16 +185,13 @@ struct centry {
 	bool on_disk;                    /* a file chunks/ab/<hex> (as far as we know) */
 	bool staged;                     /* a staged object chunks/ab/<hex>.z */
 	uint32_t zsize;                  /* its bytes (size is 0 until known) */
-	bool verified;                   /* written or hashed by this daemon */
-	bool zombie;                     /* evicted; freed when readers drops to 0 */
-	int fd;                          /* -1, or open for hit reads (fd LRU) */
-	unsigned readers;                /* hit reads in flight on fd */
 	uint64_t last_bump;              /* now_ns() of the last mtime refresh */
 	uint8_t *mem;                    /* held in memory (disk full), or NULL */
+	uint8_t *hot;                    /* verified bytes of the chunk file, or NULL */
 	struct centry *hnext;
 	struct centry *lprev, *lnext;    /* disk LRU */
 	struct centry *mprev, *mnext;    /* memory LRU */
-	struct centry *fprev, *fnext;    /* fd LRU */
+	struct centry *tprev, *tnext;    /* hot LRU */
 };
 
 struct list {
@@ -259,9 +263,11 @@ struct cache {
 	pid_t pid;
 	struct centry **buckets;
 	size_t nbuckets, nentries;
-	struct list lru, mlru, flru;
+	struct list lru, mlru, hlru;
 	uint64_t mem_used;
-	unsigned fds_open;
+	uint64_t hot_used, hot_limit;    /* bytes on the hot LRU, and its bound */
+	struct cache_buf *pool_free[CACHE_POOL_CLASSES];  /* idle chunk buffers (pool.c) */
+	uint64_t pool_idle, pool_idle_limit;
 	struct flight *flights[CACHE_FLIGHT_BUCKETS];
 	struct flight *fq_head, *fq_tail;  /* fetches waiting for a slot */
 	ZSTD_DCtx *dctx;
@@ -284,12 +290,31 @@ static inline bool entry_held(const struct centry *e)
 	return e->on_disk || e->staged;
 }
 
+/* pool.c: chunk buffers.  Every buffer that holds a chunk's bytes (a
+ * flight's data, the hot and memory LRUs') comes from cache_buf_get() and
+ * goes back through cache_buf_put(), never free(). */
+/* NULL without memory; at least size bytes. */
+uint8_t *cache_buf_get(struct cache *c, uint64_t size);
+/* The bytes a buffer really holds (its class's), for the LRUs' bounds. */
+uint64_t cache_buf_cap(uint8_t *data);
+/* data may be NULL. */
+void cache_buf_put(struct cache *c, uint8_t *data);
+void cache_pool_destroy(struct cache *c);
+
 /* evict.c */
 struct centry *cache_entry_find(struct cache *c, const uint8_t name[HASH_SIZE]);
 /* NULL without memory; the new entry is on no list. */
 struct centry *cache_entry_add(struct cache *c, const uint8_t name[HASH_SIZE], uint32_t size);
-void cache_entry_close_fd(struct cache *c, struct centry *e);
 void cache_entry_drop_mem(struct cache *c, struct centry *e);
+/* Keep *data (e->size verified bytes of e's chunk file) on the hot LRU,
+ * taking it, dropping the least recently used others to stay within
+ * hot_limit; leaves *data alone when it does not fit at all. */
+void cache_hot_insert(struct cache *c, struct centry *e, uint8_t **data);
+void cache_entry_drop_hot(struct cache *c, struct centry *e);
+/* Take the buffer (of min_cap to max_cap bytes) of one of the least
+ * recently used hot entries, dropping it from the hot LRU; NULL when none
+ * of the last few fits.  For cache_buf_get(). */
+uint8_t *cache_hot_take(struct cache *c, uint64_t min_cap, uint64_t max_cap);
 void cache_entry_remove(struct cache *c, struct centry *e);
 void cache_chunk_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);
 void cache_staged_rel(const uint8_t name[HASH_SIZE], char rel[CACHE_REL_LEN]);

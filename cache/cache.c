@@ -4,9 +4,18 @@
  * misses to flights, the per-image counters, and opening a cache directory.
  *
  * The state, its invariants and the files of the cache are described in
- * cache-internal.h.  A hit is read straight from the chunk file through the
- * loop; only chunk files this daemon wrote or hashed are read that way, the
- * others go through a flight that hashes them first (fetch.c).
+ * cache-internal.h.  A hit is served from memory when the chunk's verified
+ * bytes are there (the hot LRU, or the memory LRU of a full disk); otherwise
+ * its chunk file is read whole and hashed by a flight first (fetch.c), every
+ * time it is read from the disk, since disks rot under files this daemon
+ * wrote or checked itself.
+ *
+ * Why a hash of ours and not fs-verity: fs-verity (the kernel checking every
+ * page read from disk against a Merkle tree, FUSE passthrough included) needs
+ * CONFIG_FS_VERITY, which the kernel this project is measured on lacks, and a
+ * filesystem with the verity feature (no tmpfs, no ext4 made without it);
+ * the check must hold on every cache disk, so it is ours.  What it costs is
+ * in docs/perf-log.md, "A corrupted node cache is never served".
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +27,6 @@
 #include "lib/loop.h"
 #include "store/store.h"
 
-#define CACHE_MAX_FDS 256           /* open chunk-file descriptors kept */
 #define CACHE_BUMP_NS (60ULL * 1000000000ULL)  /* mtime refresh, per chunk */
 #define CACHE_DEFAULT_FETCHES 64    /* above the store's transfers: decoding holds no slot */
 
@@ -120,82 +128,6 @@ bool cache_store_slow(const struct cache *c)
 
 /* ---- the read path ------------------------------------------------------- */
 
-struct hit {
-	struct cache *c;
-	struct centry *e;
-	struct store *s;
-	struct cache_chunk ch;
-	struct waiter w;
-};
-
-static void hit_read_cb(void *ud, int res)
-{
-	struct hit *h = ud;
-	struct cache *c = h->c;
-	struct centry *e = h->e;
-	bool zombie;
-
-	e->readers--;
-	zombie = e->zombie;
-	if (zombie && !e->readers) {
-		cache_entry_close_fd(c, e);
-		free(e);
-	}
-	if (res == (int)h->w.len) {
-		cache_count_served(c, &h->ch, h->w.len, h->w.image, true);
-		h->w.cb(h->w.ud, res);
-		free(h);
-		return;
-	}
-	/* the file changed under a verified entry (truncated, unreadable):
-	 * drop it and load the chunk again */
-	if (!zombie) {
-		stat_add(&c->st->verify_failures, 1);
-		cache_entry_unlink(c, e, false);
-	}
-	{
-		struct waiter *w = malloc(sizeof(*w));
-		int r = w ? 0 : -ENOMEM;
-
-		if (w) {
-			*w = h->w;
-			w->next = NULL;
-			r = cache_start_load(c, h->s, &h->ch, w, LOAD_STORE);
-			if (r < 0)
-				free(w);
-		}
-		if (r < 0)
-			cache_waiter_fail(c, &h->w, r);
-	}
-	free(h);
-}
-
-/* Open e's file for hit reads, keeping at most CACHE_MAX_FDS open. */
-static int entry_open_fd(struct cache *c, struct centry *e)
-{
-	char rel[CACHE_REL_LEN];
-
-	if (e->fd >= 0) {
-		LIST_UNLINK(&c->flru, e, fprev, fnext);
-		LIST_PUSH_HEAD(&c->flru, e, fprev, fnext);
-		return 0;
-	}
-	cache_chunk_rel(e->name, rel);
-	e->fd = openat(c->chunks_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (e->fd < 0)
-		return -errno;
-	LIST_PUSH_HEAD(&c->flru, e, fprev, fnext);
-	c->fds_open++;
-	for (struct centry *old = c->flru.tail; old && c->fds_open > CACHE_MAX_FDS;) {
-		struct centry *prev = old->fprev;
-
-		if (!old->readers)
-			cache_entry_close_fd(c, old);
-		old = prev;
-	}
-	return 0;
-}
-
 /* Keep recency visible to other processes: refresh the file's mtime at most
  * once a minute per chunk (a metadata write; cheap, but not per read). */
 static void entry_touch(struct cache *c, struct centry *e)
@@ -214,29 +146,6 @@ static void entry_touch(struct cache *c, struct centry *e)
 		e->last_bump = now;
 		utimensat(c->chunks_fd, rel, NULL, 0);
 	}
-}
-
-static int hit_start(struct cache *c, struct store *s, const struct cache_chunk *ch,
-                     struct centry *e, const struct waiter *w)
-{
-	struct hit *h;
-	int r;
-
-	r = entry_open_fd(c, e);
-	if (r < 0)
-		return r;
-	h = malloc(sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	*h = (struct hit){ c, e, s, *ch, *w };
-	r = loop_read(c->loop, e->fd, w->dst, w->len, w->off, hit_read_cb, h);
-	if (r < 0) {
-		free(h);
-		return r;
-	}
-	e->readers++;
-	entry_touch(c, e);
-	return 0;
 }
 
 static void near_done(void *ud, int res)
@@ -273,31 +182,35 @@ static int cache_request(struct cache *c, struct store *s, const struct cache_ch
 		LIST_PUSH_HEAD(&c->mlru, e, mprev, mnext);
 		return cache_complete_later(c, cb, ud, dst ? (int)len : 0);
 	}
+	/* a chunk file read and verified a moment ago: from its bytes in memory */
+	if (e && e->hot) {
+		if (dst) {
+			memcpy(dst, e->hot + off, len);
+			cache_count_served(c, ch, len, image, true);
+		}
+		LIST_UNLINK(&c->hlru, e, tprev, tnext);
+		LIST_PUSH_HEAD(&c->hlru, e, tprev, tnext);
+		entry_touch(c, e);
+		return cache_complete_later(c, cb, ud, dst ? (int)len : 0);
+	}
 	/* a prefetch of a staged chunk: nothing to do (a read-ahead decodes it) */
 	if (e && !e->on_disk && e->staged && !dst && !warm) {
 		entry_touch(c, e);
 		return cache_complete_later(c, cb, ud, 0);
 	}
-	/* a read-ahead of an unverified chunk file verifies it (below) */
-	if (e && e->on_disk && (e->verified || (!dst && !warm))) {
-		if (!dst) {
-			/* a prefetch of a chunk on disk: nothing to do */
-			entry_touch(c, e);
-			return cache_complete_later(c, cb, ud, 0);
-		}
-		if (!*cache_flight_slot(c, ch->name)) {
-			r = hit_start(c, s, ch, e, &tmp);
-			if (r == 0)
-				return 0;
-			/* gone (another daemon evicted it): load it again */
-			cache_entry_remove(c, e);
-			e = NULL;
-		}
+	/* a prefetch of a chunk on disk: nothing to do; a reader or a read-ahead
+	 * has the file read whole and verified (below) */
+	if (e && e->on_disk && !dst && !warm) {
+		entry_touch(c, e);
+		return cache_complete_later(c, cb, ud, 0);
 	}
 	w = malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	*w = tmp;
+	/* a hit, though its file must be read and hashed first */
+	if (e && e->on_disk)
+		entry_touch(c, e);
 	r = cache_start_load(c, s, ch, w,
 	               e && e->on_disk ? LOAD_FILE : e && e->staged ? LOAD_STAGED : LOAD_STORE);
 	if (r < 0) {
@@ -415,6 +328,14 @@ int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned 
 	if (!c->wf)
 		return -ENOENT;
 	return wfiles_get(c->wf, pieces, npieces, make ? chunk_on_disk : NULL, c, cb, ud);
+}
+
+int cache_file_held(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
+                    cache_cb cb, void *ud)
+{
+	if (!c->wf || !npieces)
+		return c->wf ? -EINVAL : 0;
+	return wfiles_held(c->wf, pieces, npieces, cb, ud);
 }
 
 void cache_note_passthrough(struct cache *c)
@@ -578,6 +499,8 @@ int cache_open(const struct cache_params *p, struct loop *loop, struct cache **r
 	c->loop = loop;
 	c->limit = p->limit ? p->limit : CACHE_DEFAULT_LIMIT;
 	c->memory_limit = p->memory_limit;
+	c->hot_limit = p->hot_limit ? p->hot_limit : CACHE_DEFAULT_HOT;
+	c->pool_idle_limit = CACHE_POOL_IDLE;
 	c->max_fetches = p->max_fetches ? p->max_fetches : CACHE_DEFAULT_FETCHES;
 	c->near_us = p->near_latency_us ? p->near_latency_us : CACHE_DEFAULT_NEAR_US;
 	c->pid = getpid();
@@ -655,15 +578,15 @@ void cache_free(struct cache *c)
 			while (e) {
 				struct centry *next = e->hnext;
 
-				if (e->fd >= 0)
-					close(e->fd);
-				free(e->mem);
+				cache_buf_put(c, e->mem);
+				cache_buf_put(c, e->hot);
 				free(e);
 				e = next;
 			}
 		}
 		free(c->buckets);
 	}
+	cache_pool_destroy(c);
 	decoder_free(c->dec);
 	ZSTD_freeDCtx(c->dctx);
 	cache_stats_unmap_rw(c->st);

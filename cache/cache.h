@@ -18,10 +18,14 @@
  *
  * Guarantees:
  *  - a chunk file becomes visible (linked into chunks/) only once it is whole
- *    and verified; a chunk is verified against its name before it is first
- *    served, whether it came from the store or from disk (a file left by an
- *    earlier daemon, or a crash); a mismatch is never served: the file is
- *    dropped and counted, and the chunk is fetched again;
+ *    and verified; a chunk's bytes are verified against its name before they
+ *    are served, whether they came from the store or from disk, every time
+ *    the file is read from the disk (a file this daemon wrote or checked may
+ *    rot since); a mismatch is never served: the file is dropped, counted
+ *    (verify_failures, corrupt), logged, and the chunk is fetched again;
+ *  - a whole-file object is hashed against its recorded digest before it is
+ *    handed out for a new passthrough registration, unless its pages stayed
+ *    in memory since its last check (see cache_file_open);
  *  - a staged chunk is never served as it is: its bytes are decoded and
  *    verified like a fetched chunk's first; a staged object that fails is
  *    dropped, counted, and the chunk fetched from the store;
@@ -78,7 +82,14 @@ struct cache_params {
 	/* Decoder threads: 0 one per CPU (at most 4); CACHE_NO_DECODERS: none,
 	 * chunks are decoded on the loop's thread. */
 	unsigned decoders;
+	/* Bytes of chunk files kept in memory once read whole and verified, so
+	 * that the reads of one chunk that follow each other pay one read and
+	 * one hash, counted by their buffers' size classes (0: CACHE_DEFAULT_HOT);
+	 * a burst of misses takes the least recently used of these buffers
+	 * before it maps new ones. */
+	uint64_t hot_limit;
 };
+#define CACHE_DEFAULT_HOT (4ULL << 20)
 #define CACHE_NO_DECODERS UINT32_MAX
 
 /*
@@ -183,13 +194,22 @@ struct cache_piece {
 
 /*
  * A file whose bytes are pieces[0..npieces) in order (no holes), as one
- * plain file on the cache disk, checked by this daemon: for FUSE passthrough.
+ * plain file on the cache disk, for a new FUSE passthrough registration:
+ * made by this daemon just now, or re-hashed against its recorded digest for
+ * this call (the kernel reads the registered file's pages from the disk
+ * without us, so each registration starts on bytes checked then), or one
+ * whose pages stayed in memory since its last check, its file unwritten
+ * (the most recently registered, 256 MiB of them, stay mapped after their
+ * check, and /proc/self/pagemap shows that no page of them was reclaimed,
+ * so none read from the disk again: still the checked bytes; nothing is
+ * locked).
  * Returns a read-only descriptor, borrowed: valid until control returns to
  * the loop (register it with the kernel, or dup it, at once).  Otherwise:
- *  -EINPROGRESS  an object found on disk is being checked (hashing it takes
- *            a few ms per 10 MB, more when it must come from the disk):
+ *  -EINPROGRESS  the object on disk is being checked (hashing it takes a
+ *            few ms per 10 MB, more when it must come from the disk):
  *            cb(ud, 0 or -errno) runs from the loop when that ends, and a
- *            call then gets the answer; only when cb is not NULL;
+ *            call then gets the answer; only when cb is not NULL
+ *            (-EBADMSG: it was corrupt, dropped and counted);
  *  -EAGAIN   the object is being made (or checked, cb NULL) on a worker
  *            thread now; a later call may succeed;
  *  -ENOENT   it cannot be made now: a chunk of it is not on the cache disk
@@ -197,12 +217,27 @@ struct cache_piece {
  *            for good;
  *  -EINVAL, -ENOMEM.
  * An object is made when every chunk is on disk (each re-hashed as it is
- * copied), and one found on disk is re-hashed once per daemon before first
- * use; neither blocks the loop (nor waits for the other: an object is made
- * while its file is served from the chunks).  Cost on the loop: O(npieces).
+ * copied), and one found on disk is re-hashed before each registration
+ * (but for those whose pages stayed); neither blocks the loop (nor waits
+ * for the other: an object is made while its file is served from the
+ * chunks).  Cost on the loop: O(npieces), and a read of 8 bytes a page of
+ * /proc/self/pagemap for one whose pages stayed (about 0.5 ms for 33 MB).
  */
 int cache_file_open(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
                     bool make, cache_cb cb, void *ud);
+/*
+ * For a caller about to share a registration it made from cache_file_open()
+ * for these pieces with one more open: 0 when it may (nothing known against
+ * the object); -EBADMSG when the object was found corrupt since: the kernel
+ * would serve the new open the same bad bytes (and allows no other kind of
+ * open beside a passthrough one), so the caller must refuse it.  When the
+ * object was unlinked under the registration by another process (`cache
+ * verify`, `cache trim`), its bytes are re-hashed through the descriptor
+ * first: -EINPROGRESS, and cb(ud, 0 or -errno) runs when done (-EAGAIN with
+ * cb NULL).  Cost on the loop: O(npieces) and an fstat.
+ */
+int cache_file_held(struct cache *c, const struct cache_piece *pieces, unsigned npieces,
+                    cache_cb cb, void *ud);
 /* Count an open that the kernel serves from a whole-file object. */
 void cache_note_passthrough(struct cache *c);
 
@@ -273,6 +308,11 @@ struct cache_stats {
 	uint64_t profile_fetches;
 	uint64_t profile_hits;
 	uint64_t profile_late;
+	/* objects of the cache itself (chunk files, staged objects, whole-file
+	 * objects) found corrupt, by a daemon reading them or by `cache
+	 * verify`, and dropped (appended likewise): disk rot, which the store's
+	 * failures in verify_failures are not */
+	uint64_t corrupt;
 };
 
 /* Map DIR/stats read-only (for tools); -ENOENT when no daemon ever ran. */

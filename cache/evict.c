@@ -6,8 +6,12 @@
  *
  * Every unlink here moves the shared gauges only by what this process's own
  * unlink removed (ENOENT: another daemon or `cache trim` did it and counted
- * it).  An entry with reads in flight on its fd is never freed here: it
- * becomes a zombie that the last read frees (cache.c).
+ * it).
+ *
+ * The hot LRU holds chunk files' bytes that were read whole and verified, so
+ * that the reads of one chunk that follow each other (a file's READs, the
+ * small files packed into one chunk, a read-ahead's chunks) pay one read of
+ * the file and one hash, not one each; it is bounded by hot_limit.
  */
 #include "cache/cache-internal.h"
 
@@ -55,7 +59,6 @@ struct centry *cache_entry_add(struct cache *c, const uint8_t name[HASH_SIZE], u
 		return NULL;
 	memcpy(e->name, name, HASH_SIZE);
 	e->size = size;
-	e->fd = -1;
 	if (c->nentries >= c->nbuckets)
 		table_grow(c);
 	h = name_key(name) & (c->nbuckets - 1);
@@ -65,14 +68,48 @@ struct centry *cache_entry_add(struct cache *c, const uint8_t name[HASH_SIZE], u
 	return e;
 }
 
-void cache_entry_close_fd(struct cache *c, struct centry *e)
+void cache_entry_drop_hot(struct cache *c, struct centry *e)
 {
-	if (e->fd < 0)
+	if (!e->hot)
 		return;
-	LIST_UNLINK(&c->flru, e, fprev, fnext);
-	close(e->fd);
-	e->fd = -1;
-	c->fds_open--;
+	LIST_UNLINK(&c->hlru, e, tprev, tnext);
+	c->hot_used -= cache_buf_cap(e->hot);
+	cache_buf_put(c, e->hot);
+	e->hot = NULL;
+}
+
+#define HOT_TAKE_SCAN 16    /* hot entries looked at for a buffer to take */
+
+uint8_t *cache_hot_take(struct cache *c, uint64_t min_cap, uint64_t max_cap)
+{
+	struct centry *e = c->hlru.tail;
+
+	for (unsigned i = 0; e && i < HOT_TAKE_SCAN; i++, e = e->tprev) {
+		uint64_t cap = cache_buf_cap(e->hot);
+		uint8_t *data;
+
+		if (cap < min_cap || cap > max_cap)
+			continue;
+		data = e->hot;
+		LIST_UNLINK(&c->hlru, e, tprev, tnext);
+		c->hot_used -= cap;
+		e->hot = NULL;
+		return data;
+	}
+	return NULL;
+}
+
+void cache_hot_insert(struct cache *c, struct centry *e, uint8_t **data)
+{
+	uint64_t cap = cache_buf_cap(*data);
+
+	if (e->hot || cap > c->hot_limit)
+		return;
+	while (c->hot_used + cap > c->hot_limit && c->hlru.tail)
+		cache_entry_drop_hot(c, c->hlru.tail);
+	e->hot = TAKE_PTR(*data);
+	c->hot_used += cap;
+	LIST_PUSH_HEAD(&c->hlru, e, tprev, tnext);
 }
 
 void cache_entry_drop_mem(struct cache *c, struct centry *e)
@@ -80,13 +117,12 @@ void cache_entry_drop_mem(struct cache *c, struct centry *e)
 	if (!e->mem)
 		return;
 	LIST_UNLINK(&c->mlru, e, mprev, mnext);
-	free(e->mem);
+	cache_buf_put(c, e->mem);
 	e->mem = NULL;
 	c->mem_used -= e->size;
 }
 
-/* Take e out of the table and lists; free it now unless reads are in flight
- * on its fd (then the last of them frees it). */
+/* Take e out of the table and lists and free it. */
 void cache_entry_remove(struct cache *c, struct centry *e)
 {
 	struct centry **pp = &c->buckets[name_key(e->name) & (c->nbuckets - 1)];
@@ -98,11 +134,7 @@ void cache_entry_remove(struct cache *c, struct centry *e)
 	if (entry_held(e))
 		LIST_UNLINK(&c->lru, e, lprev, lnext);
 	cache_entry_drop_mem(c, e);
-	if (e->readers) {
-		e->zombie = true;
-		return;
-	}
-	cache_entry_close_fd(c, e);
+	cache_entry_drop_hot(c, e);
 	free(e);
 }
 
@@ -155,6 +187,9 @@ void cache_entry_unlink(struct cache *c, struct centry *e, bool eviction)
 		freed += e->size;
 	}
 	freed += staged_unlink(c, e);
+	/* the bytes of a file that is gone are read no more (a corrupt one's
+	 * were dropped before they were kept; an evicted one's go with it) */
+	cache_entry_drop_hot(c, e);
 	if (eviction && freed) {
 		stat_add(&c->st->evictions, 1);
 		stat_add(&c->st->evicted_bytes, freed);
@@ -164,7 +199,6 @@ void cache_entry_unlink(struct cache *c, struct centry *e, bool eviction)
 		if (e->on_disk)
 			LIST_UNLINK(&c->lru, e, lprev, lnext);
 		e->on_disk = false;
-		cache_entry_close_fd(c, e);
 		return;
 	}
 	cache_entry_remove(c, e);

@@ -5,8 +5,10 @@
  * max_fetches at a time, the rest queued), then serves its waiters and hands
  * fetched bytes to write.c.
  *
- * Bytes reach a waiter only once verified: hashed here, or decoded by
- * chunk_decode() (on a decoder thread when there are some, decode.c).  A
+ * Bytes reach a waiter only once verified: hashed here (a chunk file is
+ * read whole and hashed every time it is read from the disk; its bytes then
+ * stay on the hot LRU a while, evict.c), or decoded by chunk_decode() (on a
+ * decoder thread when there are some, decode.c).  A
  * flight's callbacks never run from inside the cache_read() that started it:
  * early failures are deferred to the loop's next turn.
  */
@@ -91,7 +93,7 @@ void cache_flight_free(struct flight *f)
 	if (f->fd >= 0)
 		close(f->fd);
 	buf_free(&f->raw);
-	free(f->data);
+	cache_buf_put(c, f->data);
 	free(f);
 	c->flights_live--;
 }
@@ -175,7 +177,9 @@ static void verify_failed(struct flight *f)
 	struct centry *e = cache_entry_find(c, f->ch.name);
 
 	stat_add(&c->st->verify_failures, 1);
-	log_msg(LOG_WARN, "cache: chunk file %s is corrupt; fetching it again", f->rel);
+	stat_add(&c->st->corrupt, 1);
+	/* once per file: it is unlinked here, and a fetch writes a new one */
+	log_msg(LOG_WARN, "cache: chunk file %s is corrupt; dropped, fetching it again", f->rel);
 	if (f->fd >= 0) {
 		close(f->fd);
 		f->fd = -1;
@@ -210,10 +214,10 @@ static void verify_read_cb(void *ud, int res)
 		verify_failed(f);
 		return;
 	}
-	e = cache_entry_find(c, f->ch.name);
-	if (e)
-		e->verified = true;
 	flight_serve(f);
+	e = cache_entry_find(c, f->ch.name);
+	if (e && e->on_disk && e->size == f->ch.size)
+		cache_hot_insert(c, e, &f->data);
 	cache_flight_free(f);
 }
 
@@ -312,7 +316,7 @@ static int fetch_check(void *ud, struct buf *data, struct store_check *later)
 		                                f->ch.size ? 0 : -EBADMSG);
 	/* a failed verification leaves its buffer: same size, reuse it */
 	if (!f->data)
-		f->data = malloc(f->ch.size ? f->ch.size : 1);
+		f->data = cache_buf_get(c, f->ch.size);
 	if (!f->data)
 		return -ENOMEM;
 	if (c->dec) {
@@ -383,7 +387,8 @@ static void staged_failed(struct flight *f, const char *why)
 	struct centry *e = cache_entry_find(c, f->ch.name);
 
 	stat_add(&c->st->verify_failures, 1);
-	log_msg(LOG_WARN, "cache: staged chunk %s %s; fetching it again", f->zrel, why);
+	stat_add(&c->st->corrupt, 1);
+	log_msg(LOG_WARN, "cache: staged chunk %s %s; dropped, fetching it again", f->zrel, why);
 	if (f->fd >= 0) {
 		close(f->fd);
 		f->fd = -1;
@@ -579,7 +584,7 @@ int cache_start_load(struct cache *c, struct store *s, const struct cache_chunk 
 	*pp = f;
 	if (from == LOAD_FILE || from == LOAD_STAGED) {
 		f->kind = from == LOAD_FILE ? FLIGHT_VERIFY : FLIGHT_STAGED;
-		f->data = malloc(ch->size ? ch->size : 1);
+		f->data = cache_buf_get(c, ch->size);
 		if (!f->data) {
 			*pp = NULL;
 			free(f);

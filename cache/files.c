@@ -14,9 +14,26 @@
  *  - an object becomes visible only whole: it is written into an O_TMPFILE,
  *    every chunk read for it is hashed against its name first, and it is
  *    linked into files/ last; a kill at any moment leaves nothing behind;
- *  - this daemon hands out an object only once it wrote it or re-hashed it
- *    against its xattr (an object left by an earlier daemon, or a crash, is
- *    checked on first use; a mismatch is unlinked and counted);
+ *  - a descriptor handed out (cache_file_open) is on an object this daemon
+ *    has just made, or has just re-hashed against its xattr for this very
+ *    call: every new passthrough registration is checked, since the kernel
+ *    reads the object's pages from the disk without us for as long as the
+ *    registration lives, and a disk rots under files this daemon wrote or
+ *    checked itself; a mismatch is unlinked, counted, logged, and the file
+ *    is served from its chunks (each hashed when read) until made again;
+ *    recently checked objects (WF_MAPPED bytes) stay mapped, their pages in
+ *    this process's page tables since the hash read them through the
+ *    mapping; the kernel takes a page out of every page table that maps it
+ *    before it reclaims it, so while /proc/self/pagemap shows each page
+ *    present and the file is not written (its ctime), the pages are the
+ *    ones hashed, never read again from the disk, and a new registration
+ *    needs no re-hash (nothing is locked: memory pressure reclaims them as
+ *    any page cache, and the next registration then re-hashes);
+ *  - an object dropped while a registration of it lives (`cache verify`,
+ *    `cache trim`, another daemon's eviction: its descriptor's link count is
+ *    0) is re-hashed through that descriptor before a new open shares the
+ *    registration (cache_file_held); one that fails is remembered as bad
+ *    (WF_BAD) so that no open shares it again;
  *  - making and checking run on one worker thread, never on the loop's: the
  *    loop only queues jobs and takes their results;
  *  - objects count in the shared `used` gauge like chunk files, moved only by
@@ -28,6 +45,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -38,12 +56,19 @@
 #define WF_IO (4 << 20)                 /* bytes hashed per read while checking */
 #define WF_WRITE (4 << 20)              /* bytes per write while making */
 #define WF_LIMIT_SHARE 8                /* an object is at most limit / this */
+/* Bytes of checked objects kept mapped, so that a new registration of one
+ * whose pages stayed needs no re-hash (see wf_map): address space and page
+ * tables only (2 KiB a MiB), the pages stay reclaimable */
+#define WF_MAPPED (256ULL << 20)
 
 enum wf_state {
 	WF_UNCHECKED,                   /* on disk, not checked by this daemon */
 	WF_BUSY,                        /* a job is out for it */
 	WF_READY,                       /* fd open on a checked object */
 	WF_FAILED,                      /* could not be made; not tried again */
+	WF_BAD,                         /* failed its check: nothing handed out,
+	                                   cache_file_held refuses; made again
+	                                   when asked to make */
 };
 
 /* Someone waiting for an object's check (cache_file_open: -EINPROGRESS). */
@@ -59,7 +84,12 @@ struct wfile {
 	uint64_t size;
 	enum wf_state state;
 	bool on_disk;                   /* a file files/<hex> (as far as we know) */
+	bool fresh;                     /* fd made or checked, not handed out since */
+	bool held_ok;                   /* fd's file unlinked, re-hashed since: good */
 	int fd;                         /* WF_READY: read-only, checked */
+	void *map;                      /* mapped since checked through it, or NULL */
+	struct timespec ctime;          /* the file's ctime when it was mapped */
+	struct wfile *kprev, *knext;    /* mapped LRU, head = most recently registered */
 	struct wfile *hnext;
 	struct wfile *lprev, *lnext;    /* on-disk LRU, head = most recently used */
 };
@@ -69,12 +99,16 @@ struct wf_job {
 	struct wfiles *w;
 	struct wfile *e;                /* NULL once the entry is gone */
 	bool make;                      /* assemble (else: check what is on disk) */
+	int fd;                         /* check this descriptor (a dup, owned), not
+	                                   the file under the name; -1: by name */
 	struct cache_piece *pieces;     /* make: the file's pieces, owned */
 	unsigned npieces;
 	uint64_t size;
 	/* results */
 	int res;                        /* fd (read-only) or -errno */
 	bool linked;                    /* make: this job linked the object */
+	void *map;                      /* res mapped and hashed through it (wf_map), or NULL */
+	struct timespec ctime;
 	bool dropped;                   /* check: this job unlinked a bad object */
 };
 
@@ -90,6 +124,9 @@ struct wfiles {
 	uint64_t limit;                 /* the cache's limit in bytes */
 	struct wfile *buckets[WF_BUCKETS];
 	struct wlist lru;
+	struct wlist mapped;            /* objects with map, by kprev/knext */
+	uint64_t mapped_bytes;
+	int pagemap_fd;                 /* /proc/self/pagemap, or -1: always re-hash */
 	unsigned out;                   /* jobs queued or running, results not yet taken */
 	bool thread_started;
 	pthread_t thread;
@@ -157,7 +194,67 @@ static void wf_set_on_disk(struct wfiles *w, struct wfile *e, bool on)
 		lru_unlink(&w->lru, e);
 }
 
-/* Forget e: out of the table and the LRU, its fd closed (a kernel backing
+static void wf_unmap(struct wfiles *w, struct wfile *e)
+{
+	if (!e->map)
+		return;
+	LIST_UNLINK(&w->mapped, e, kprev, knext);
+	munmap(e->map, e->size);
+	e->map = NULL;
+	w->mapped_bytes -= e->size;
+}
+
+/* e is mapped at map (its ctime then), checked through it: keep it,
+ * unmapping the least recently registered others beyond WF_MAPPED. */
+static void wf_keep_mapped(struct wfiles *w, struct wfile *e, void *map,
+                           const struct timespec *ctime)
+{
+	wf_unmap(w, e);
+	if (!map)
+		return;
+	while (w->mapped_bytes + e->size > WF_MAPPED && w->mapped.tail)
+		wf_unmap(w, w->mapped.tail);
+	e->map = map;
+	e->ctime = *ctime;
+	w->mapped_bytes += e->size;
+	LIST_PUSH_HEAD(&w->mapped, e, kprev, knext);
+}
+
+/* Whether every page of [map, map + size) is still in this process's page
+ * tables: a page reclaimed since is not (nor one being migrated: a copy of
+ * the same bytes, re-hashed all the same).  One 8-byte entry a page. */
+static bool pages_present(int pagemap_fd, const void *map, uint64_t size)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), v[512];
+	uint64_t first = (uintptr_t)map / page, n = (size + page - 1) / page;
+
+	for (uint64_t i = 0; i < n;) {
+		size_t k = (size_t)MIN(n - i, (uint64_t)ARRAY_SIZE(v));
+
+		if (pread_full(pagemap_fd, v, k * sizeof(v[0]), (off_t)((first + i) * sizeof(v[0]))) !=
+		    (ssize_t)(k * sizeof(v[0])))
+			return false;
+		for (size_t j = 0; j < k; j++)
+			if (!(v[j] >> 63))      /* bit 63: page present */
+				return false;
+		i += k;
+	}
+	return true;
+}
+
+/* Whether e's mapped pages are still the bytes checked: its file neither
+ * unlinked nor written since (a write moves ctime), and no page of it
+ * reclaimed (so none read again from the disk, where rot reaches). */
+static bool wf_still_mapped(struct wfiles *w, struct wfile *e)
+{
+	struct stat sb;
+
+	return e->map && w->pagemap_fd >= 0 && fstat(e->fd, &sb) == 0 && sb.st_nlink > 0 &&
+	       (uint64_t)sb.st_size == e->size && sb.st_ctim.tv_sec == e->ctime.tv_sec &&
+	       sb.st_ctim.tv_nsec == e->ctime.tv_nsec && pages_present(w->pagemap_fd, e->map, e->size);
+}
+
+/* Forget e: out of the table and the LRUs, its fd closed (a kernel backing
  * file registered from it keeps its own reference). */
 static void wf_remove(struct wfiles *w, struct wfile *e)
 {
@@ -165,6 +262,7 @@ static void wf_remove(struct wfiles *w, struct wfile *e)
 
 	*pp = e->hnext;
 	wf_set_on_disk(w, e, false);
+	wf_unmap(w, e);
 	if (e->fd >= 0)
 		close(e->fd);
 	free(e);
@@ -172,27 +270,35 @@ static void wf_remove(struct wfiles *w, struct wfile *e)
 
 /* ---- the worker ----------------------------------------------------------- */
 
-/* Hash the object at fd (size bytes) and compare with its xattr. */
-static int check_fd(int fd, uint64_t size)
+/* Hash the object at fd (size bytes) and compare with its xattr: through
+ * map (fd mapped whole, wf_map) when there is one, else read WF_IO at a
+ * time. */
+static int check_fd(int fd, uint64_t size, const void *map)
 {
-	_cleanup_free_ uint8_t *buf = malloc(WF_IO);
-	struct hash128_state *hs = hash128_new();
+	_cleanup_free_ uint8_t *buf = NULL;
+	struct hash128_state *hs = NULL;
 	uint8_t want[HASH_SIZE], got[HASH_SIZE];
 	struct stat sb;
 	uint64_t off = 0;
 	int r = 0;
 
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if ((uint64_t)sb.st_size != size)
+		return -EBADMSG;
+	if (fgetxattr(fd, CACHE_FILE_XATTR, want, sizeof(want)) != sizeof(want))
+		return errno == ENODATA || errno == ERANGE ? -EBADMSG : -errno;
+	if (map) {
+		hash128(map, (size_t)size, got);
+		return memcmp(got, want, HASH_SIZE) ? -EBADMSG : 0;
+	}
+	buf = malloc(WF_IO);
+	hs = hash128_new();
 	if (!buf || !hs) {
 		hash128_free(hs);
 		return -ENOMEM;
 	}
-	if (fstat(fd, &sb) < 0)
-		r = -errno;
-	else if ((uint64_t)sb.st_size != size)
-		r = -EBADMSG;
-	else if (fgetxattr(fd, CACHE_FILE_XATTR, want, sizeof(want)) != sizeof(want))
-		r = errno == ENODATA || errno == ERANGE ? -EBADMSG : -errno;
-	while (r == 0 && off < size) {
+	while (off < size) {
 		ssize_t n = pread_full(fd, buf, (size_t)MIN((uint64_t)WF_IO, size - off), off);
 
 		if (n <= 0) {
@@ -211,13 +317,44 @@ static int check_fd(int fd, uint64_t size)
 	return r;
 }
 
+/*
+ * Map the object at fd (size bytes) whole, its pages in this process's page
+ * tables (MAP_POPULATE), for it to be hashed through the mapping: every page
+ * hashed is then one a page table maps, and stays there until the kernel
+ * reclaims it (wf_still_mapped), as long as the file is not written (ctime,
+ * taken now: a write during the hash either shows in it or moves ctime
+ * after).  *ret_map is NULL when it cannot be mapped: the object is then
+ * hashed by reads, and again at every registration.  Worker thread.
+ */
+static void wf_map(int fd, uint64_t size, void **ret_map, struct timespec *ret_ctime)
+{
+	struct stat sb;
+	void *m;
+
+	*ret_map = NULL;
+	if (!size || size > WF_MAPPED || fstat(fd, &sb) < 0)
+		return;
+	m = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (m == MAP_FAILED)
+		return;
+	*ret_map = m;
+	*ret_ctime = sb.st_ctim;
+}
+
+static void wf_map_drop(void **map, uint64_t size)
+{
+	if (*map)
+		munmap(*map, size);
+	*map = NULL;
+}
+
 int cache_file_check(int files_fd, const char *hex, uint64_t size)
 {
 	_cleanup_close_ int fd = openat(files_fd, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd < 0)
 		return -errno;
-	return check_fd(fd, size);
+	return check_fd(fd, size, NULL);
 }
 
 static void job_check(struct wf_job *j)
@@ -225,13 +362,22 @@ static void job_check(struct wf_job *j)
 	char hex[HASH_HEX_SIZE];
 	int fd, r;
 
+	if (j->fd >= 0) {
+		/* an unlinked file of a live registration: nothing to unlink */
+		r = check_fd(j->fd, j->size, NULL);
+		j->res = r < 0 ? r : 0;
+		return;
+	}
 	hex_encode(j->e ? j->e->key : (const uint8_t *)"", HASH_SIZE, hex);
 	fd = openat(j->w->files_fd, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		j->res = -errno;
 		return;
 	}
-	r = check_fd(fd, j->size);
+	wf_map(fd, j->size, &j->map, &j->ctime);
+	r = check_fd(fd, j->size, j->map);
+	if (r < 0)
+		wf_map_drop(&j->map, j->size);
 	if (r == -EBADMSG) {
 		j->dropped = unlinkat(j->w->files_fd, hex, 0) == 0;
 		close(fd);
@@ -336,8 +482,18 @@ static void job_make(struct wf_job *j)
 	/* Hand out a read-only descriptor: the backing file of a passthrough
 	 * open must not be writable through it. */
 	j->res = open(proc, O_RDONLY | O_CLOEXEC);
-	if (j->res < 0)
+	if (j->res < 0) {
 		j->res = -errno;
+		return;
+	}
+	/* what stays mapped is hashed once more through the mapping: pages
+	 * written back and reclaimed since they were written came from the disk */
+	wf_map(j->res, j->size, &j->map, &j->ctime);
+	if (j->map && (r = check_fd(j->res, j->size, j->map)) < 0) {
+		wf_map_drop(&j->map, j->size);
+		close(j->res);
+		j->res = r;
+	}
 }
 
 static void job_done(void *ud);
@@ -379,8 +535,29 @@ static void *worker_main(void *arg)
 
 static void job_free(struct wf_job *j)
 {
+	wf_map_drop(&j->map, j->size);
+	if (j->fd >= 0)
+		close(j->fd);
 	free(j->pieces);
 	free(j);
+}
+
+/* e failed its check: counted, logged once, remembered as bad. */
+static void wf_bad(struct wfiles *w, struct wfile *e)
+{
+	char hex[HASH_HEX_SIZE];
+
+	hex_encode(e->key, HASH_SIZE, hex);
+	stat_add(&w->st->corrupt, 1);
+	log_msg(LOG_WARN, "cache: whole-file object files/%s is corrupt; dropped, its file is "
+	        "served from its chunks", hex);
+	wf_unmap(w, e);
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+	e->fresh = e->held_ok = false;
+	e->state = WF_BAD;
+	wf_set_on_disk(w, e, false);
 }
 
 static void waiters_run(struct wf_waiter *wt, int res)
@@ -414,18 +591,42 @@ static void job_done(void *ud)
 	if (j->linked)
 		stat_add(&w->st->files_made, 1);
 	if (!e) {
-		if (j->res >= 0)
+		if (j->res >= 0 && j->fd < 0)
 			close(j->res);
 		job_free(j);
 		return;
 	}
-	if (j->res >= 0) {
+	if (j->fd >= 0) {
+		/* a live registration's unlinked file, re-hashed */
+		if (j->res == 0) {
+			e->state = WF_READY;
+			e->held_ok = true;
+		} else {
+			/* not known good: no open shares it again */
+			if (j->res == -EBADMSG)
+				stat_add(&w->st->file_failures, 1);
+			else
+				log_errno(j->res, "cache: checking a whole-file object");
+			wf_bad(w, e);
+		}
+	} else if (j->res >= 0) {
 		e->state = WF_READY;
+		if (e->fd >= 0)
+			close(e->fd);
 		e->fd = j->res;
+		e->fresh = true;
+		e->held_ok = false;
+		wf_keep_mapped(w, e, j->map, &j->ctime);
+		j->map = NULL;
 		wf_set_on_disk(w, e, true);
+	} else if (j->res == -EBADMSG && !j->make) {
+		/* bad bytes (dropped): made again later from the chunks; until
+		 * then no open shares a registration of them */
+		wf_bad(w, e);
 	} else if (j->res == -ENOENT || j->res == -EBADMSG) {
-		/* gone, a chunk evicted meanwhile, or bad bytes (dropped): made
-		 * again later from the chunks */
+		/* gone (`cache verify`, `cache trim`, another daemon), or a chunk
+		 * evicted meanwhile or found bad (a reader's read of it fetches it
+		 * again): made again later from the chunks */
 		wf_remove(w, e);
 	} else {
 		/* ENOSPC and the like: the chunks stay enough; not tried again
@@ -522,7 +723,22 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 	if (e && e->state == WF_READY) {
 		lru_unlink(&w->lru, e);
 		lru_push_head(&w->lru, e);
-		return e->fd;
+		if (e->fresh) {
+			e->fresh = false;
+			return e->fd;
+		}
+		/* its pages in place since checked, and the file unchanged */
+		if (wf_still_mapped(w, e)) {
+			LIST_UNLINK(&w->mapped, e, kprev, knext);
+			LIST_PUSH_HEAD(&w->mapped, e, kprev, knext);
+			return e->fd;
+		}
+		/* checked before, but not for this registration: again (below) */
+	}
+	if (e && e->state == WF_BAD) {
+		/* made again from the chunks when asked to */
+		wf_remove(w, e);
+		e = NULL;
 	}
 	if (e && e->state == WF_BUSY)
 		return e->on_disk ? wait_check(e, cb, cb_ud) : -EAGAIN;
@@ -549,6 +765,7 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 		return -ENOMEM;
 	j->w = w;
 	j->size = size;
+	j->fd = -1;
 	j->make = !e;
 	if (j->make) {
 		j->pieces = malloc(npieces * sizeof(*pieces));
@@ -573,6 +790,48 @@ int wfiles_get(struct wfiles *w, const struct cache_piece *pieces, unsigned npie
 	}
 	e->state = WF_BUSY;
 	return make ? -EAGAIN : wait_check(e, cb, cb_ud);
+}
+
+int wfiles_held(struct wfiles *w, const struct cache_piece *pieces, unsigned npieces,
+                cache_cb cb, void *cb_ud)
+{
+	uint8_t key[HASH_SIZE];
+	struct wf_job *j;
+	struct wfile *e;
+	struct stat sb;
+	int r;
+
+	piece_key(pieces, npieces, key);
+	e = *wf_slot(w, key);
+	if (e && e->state == WF_BAD)
+		return -EBADMSG;
+	/* gone from the table (evicted by this daemon: good bytes), being
+	 * checked or made: nothing known against it */
+	if (!e || e->state != WF_READY || e->fd < 0 || e->held_ok)
+		return 0;
+	if (fstat(e->fd, &sb) < 0 || sb.st_nlink > 0)
+		return 0;
+	/* unlinked by someone else, maybe for its bytes: hash what the
+	 * registration reads */
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->w = w;
+	j->e = e;
+	j->size = e->size;
+	j->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd < 0) {
+		r = -errno;
+		free(j);
+		return r;
+	}
+	r = job_queue(w, j);
+	if (r < 0) {
+		job_free(j);
+		return r;
+	}
+	e->state = WF_BUSY;
+	return wait_check(e, cb, cb_ud);
 }
 
 uint64_t wfiles_evict(struct wfiles *w, uint64_t limit, uint64_t need)
@@ -629,6 +888,8 @@ int wfiles_new(struct cache *c, struct loop *loop, int dir_fd, int chunks_fd, ui
 	w->chunks_fd = chunks_fd;
 	w->limit = limit;
 	w->files_fd = -1;
+	/* without it (no /proc), every registration re-hashes */
+	w->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	if (mkdirat(dir_fd, "files", 0755) < 0 && errno != EEXIST) {
@@ -699,6 +960,8 @@ void wfiles_free(struct wfiles *w)
 		}
 	if (w->files_fd >= 0)
 		close(w->files_fd);
+	if (w->pagemap_fd >= 0)
+		close(w->pagemap_fd);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w);

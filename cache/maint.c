@@ -298,8 +298,10 @@ static int verify_one(void *ud, const struct cache_file *f)
 	}
 	if (maint_unlink(m, f)) {
 		m->dropped++;
-		if (m->st)
+		if (m->st) {
 			stat_add(&m->st->verify_failures, 1);
+			stat_add(&m->st->corrupt, 1);
+		}
 	}
 	return 0;
 }
@@ -321,6 +323,7 @@ static int verify_file(void *ud, const struct cache_file *f)
 	if (m->st) {
 		stat_sub(&m->st->used, f->size);
 		stat_add(&m->st->file_failures, 1);
+		stat_add(&m->st->corrupt, 1);
 	}
 	return 0;
 }

@@ -108,13 +108,15 @@ static void link_cb(void *ud, int res)
 				LIST_UNLINK(&c->lru, e, lprev, lnext);
 			e->on_disk = true;
 			e->size = f->ch.size;
-			/* another daemon's file (EEXIST) is hashed at first use */
-			e->verified = res == 0;
 			e->last_bump = now_ns();
 			LIST_PUSH_HEAD(&c->lru, e, lprev, lnext);
 			cache_entry_drop_mem(c, e);
 		}
 	}
+	/* the bytes just served are verified: the reads that follow take them
+	 * from memory rather than reading the file back */
+	if (e && e->on_disk && e->size == f->ch.size)
+		cache_hot_insert(c, e, &f->data);
 	if (res == 0)
 		stat_add(&c->st->used, f->ch.size);
 	write_end(f);

@@ -15,6 +15,7 @@ static int file_pieces(struct fs *f, uint64_t ino, uint64_t size, struct cache_p
                        unsigned *ret_n);
 static int whole_file(struct fs *f, uint64_t ino, uint64_t size, bool make, cache_cb cb,
                       void *ud);
+static int whole_file_held(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud);
 static void whole_later_cb(void *ud, int res);
 
 /* The record of ino in the open table, or NULL. */
@@ -133,12 +134,14 @@ static void open_resume(void *ud, int res)
 
 /*
  * Answer an OPEN (passthrough negotiated).  A candidate with no open in the
- * kernel gets FOPEN_PASSTHROUGH when its object is ready; an object left by
- * an earlier daemon is checked first, and the OPEN waits for that (may_wait;
- * the hash of a 33 MB file takes ~10 ms warm), since the first open of a
- * file is usually the one that reads it.  An OPEN never starts making an
- * object (whole_file_soon does, once reads pause): the file is served from
- * the chunks meanwhile.
+ * kernel gets FOPEN_PASSTHROUGH when its object is ready: the object is
+ * re-hashed for every new registration unless its pages stayed in memory
+ * since its last check (cache_file_open), and the OPEN waits for that
+ * (may_wait; the hash of a 33 MB file takes 5-10 ms warm), since the open
+ * is usually the one that reads it; one found corrupt is dropped and the
+ * file served from its chunks.  An OPEN never starts making an object
+ * (whole_file_soon does, once reads pause): the file is served from the
+ * chunks meanwhile.
  */
 static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
                         bool may_wait)
@@ -159,6 +162,23 @@ static void open_answer(struct fs *f, fuse_req_t req, fuse_ino_t ino, struct fus
 	if (r == 0 && S_ISREG(is.mode) && is.size >= FS_PT_MIN) {
 		os = open_find(f, ino);
 		if (os && os->passthrough) {
+			/* shared with the opens that hold it, unless its object
+			 * was found bad since: the kernel allows this inode no
+			 * other kind of open while they live, so the open fails
+			 * rather than read what they read */
+			struct fs_open_wait *w = may_wait ? malloc(sizeof(*w)) : NULL;
+
+			r = whole_file_held(f, ino, is.size, w ? open_resume : NULL, w);
+			if (r == -EINPROGRESS) {
+				*w = (struct fs_open_wait){ f, req, ino, *fi };
+				f->opens_waiting++;
+				return;
+			}
+			free(w);
+			if (r < 0) {
+				fuse_reply_err(req, EIO);
+				return;
+			}
 			id = os->backing_id;
 		} else if (!os || !os->cached) {
 			struct fs_open_wait *w = may_wait ? malloc(sizeof(*w)) : NULL;
@@ -309,6 +329,18 @@ static int whole_file(struct fs *f, uint64_t ino, uint64_t size, bool make, cach
 	if (r < 0)
 		return r;
 	return cache_file_open(f->p.cache, v, n, make, cb, ud);
+}
+
+/* cache_file_held() for file ino of size bytes. */
+static int whole_file_held(struct fs *f, uint64_t ino, uint64_t size, cache_cb cb, void *ud)
+{
+	_cleanup_free_ struct cache_piece *v = NULL;
+	unsigned n = 0;
+	int r = file_pieces(f, ino, size, &v, &n);
+
+	if (r < 0)
+		return r;
+	return cache_file_held(f->p.cache, v, n, cb, ud);
 }
 
 struct fs_whole_later {

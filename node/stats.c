@@ -67,6 +67,8 @@ static const struct {
 	  profile_hits),
 	F("profile_late", "profile_late_total", "counter",
 	  "Reads that found a chunk a profile fetched still in flight.", profile_late),
+	F("corrupt", "corrupt_total", "counter",
+	  "Objects of the cache found corrupt (disk rot) and dropped.", corrupt),
 #undef F
 };
 

@@ -427,9 +427,10 @@ static void redirect_log(const char *path)
 	}
 }
 
-/* Every miss allocates the chunk as stored and as decoded (up to 1 MiB each)
- * and frees both once the chunk file is written; making a whole-file object
- * takes two 4 MiB buffers.  glibc's defaults give such blocks back: a freed
+/* Every miss allocates the chunk as stored (up to 1 MiB) and frees it once
+ * decoded (the decoded bytes go into the cache's own reused buffers,
+ * cache/pool.c); making a whole-file object takes two 4 MiB buffers.
+ * glibc's defaults give such blocks back: a freed
  * mapping raises the mmap threshold to its size, but the heap's top is
  * trimmed past twice that, so a burst of misses kept taking fresh pages.  A
  * cold gcc start cost the worker about 1,800 page faults, each 10 µs on a

@@ -85,6 +85,8 @@ static void print_table(const char *dir, const struct cache_stats *st,
 	       (unsigned long long)latency_quantile(st, 0.5),
 	       (unsigned long long)latency_quantile(st, 0.99));
 	printf("  %-18s %llu\n", "verify failures", (unsigned long long)st->verify_failures);
+	printf("  %-18s %llu (chunk files, staged chunks, whole files dropped: disk rot)\n",
+	       "corrupt", (unsigned long long)st->corrupt);
 	printf("  %-18s %llu\n", "errors", (unsigned long long)st->errors);
 	printf("  %-18s %llu (%s)\n", "evictions", (unsigned long long)st->evictions,
 	       format_size(st->evicted_bytes, a, sizeof(a)));

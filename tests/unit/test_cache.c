@@ -2,17 +2,18 @@
  * real loop: hits and misses, single flight, eviction, corruption on disk and
  * in the store, a full cache disk, two daemons on one directory, counters,
  * verify and trim, neighbours fetched on a slow store only, whole-file
- * objects. */
+ * objects, and chunk files and objects that rot under a running cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "cache/cache.h"
+#include "cache/cache-internal.h"
 #include "lib/lib.h"
 #include "lib/loop.h"
 #include "store/store.h"
@@ -346,6 +347,111 @@ static void test_cache__corrupt_files_detected_on_reload(void **state)
 		assert_int_equal(stat(path, &sb), 0);
 		assert_int_equal(sb.st_size, 30000);
 	}
+	cache_stats_unmap(st);
+	cache_free(c);
+}
+
+/* Chunk buffers are reused: one given back is the one the next chunk of its
+ * size class (or of one or two classes below) gets, its pages still there;
+ * a buffer above the pool's largest class is not kept, nor are idle ones
+ * past the pool's bound. */
+static void test_cache__chunk_buffers_reused(void **state)
+{
+	struct cache_params p = { .dir = cdir };
+	struct cache *c = NULL;
+	uint8_t *a, *b, *big, *v[80];
+
+	assert_int_equal(cache_open(&p, loop, &c), 0);
+	a = cache_buf_get(c, 200000);
+	assert_non_null(a);
+	assert_int_equal(cache_buf_cap(a), 256 << 10);
+	memset(a, 0x5a, 200000);
+	cache_buf_put(c, a);
+	assert_int_equal(c->pool_idle, 256 << 10);
+	/* the same class, then two classes below: the same buffer */
+	b = cache_buf_get(c, 170000);
+	assert_ptr_equal(b, a);
+	assert_int_equal(c->pool_idle, 0);
+	cache_buf_put(c, b);
+	b = cache_buf_get(c, 120000);
+	assert_ptr_equal(b, a);
+	cache_buf_put(c, b);
+	/* three classes below: a buffer of its own */
+	b = cache_buf_get(c, 90000);
+	assert_ptr_not_equal(b, a);
+	assert_int_equal(cache_buf_cap(b), 96 << 10);
+	cache_buf_put(c, b);
+	/* past the largest class: mapped for the call, never idle */
+	big = cache_buf_get(c, CACHE_POOL_MAX + 1);
+	assert_non_null(big);
+	memset(big, 1, CACHE_POOL_MAX + 1);
+	cache_buf_put(c, big);
+	assert_int_equal(c->pool_idle, (256 << 10) + (96 << 10));
+	/* idle buffers past the bound are unmapped */
+	for (unsigned i = 0; i < 80; i++)
+		assert_non_null(v[i] = cache_buf_get(c, 1 << 20));
+	for (unsigned i = 0; i < 80; i++)
+		cache_buf_put(c, v[i]);
+	assert_true(c->pool_idle <= CACHE_POOL_IDLE);
+	assert_true(c->pool_idle > CACHE_POOL_IDLE - (1 << 20));
+	cache_free(c);
+}
+
+/* A chunk file that rots under the cache that wrote it: its next read from
+ * the disk hashes it whole, so the reader gets the right bytes (fetched
+ * again) and the file is dropped and counted; with the store unable to give
+ * the chunk, the reader gets EIO, never the bad bytes.  Verified bytes kept
+ * in memory (the hot LRU) are served without reading the file; once pushed
+ * out of it by other reads, the file is read and checked again. */
+static void test_cache__chunk_file_rotting_under_its_cache(void **state)
+{
+	struct cache_params p = { .dir = cdir, .memory_limit = 1 << 20, .hot_limit = 100000 };
+	struct cache_chunk ch[3];
+	struct cache *c = NULL;
+	const struct cache_stats *st;
+	char path[256], hex[HASH_HEX_SIZE], key[160];
+	uint8_t buf[64];
+	struct res r = { 0 };
+	int fd;
+
+	for (unsigned i = 0; i < 3; i++)
+		put_chunk(i, 60000, &ch[i]);
+	assert_int_equal(cache_open(&p, loop, &c), 0);
+	st = stats();
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(read_check(c, i, &ch[i], 0, 100), 100);
+	/* chunk 2's bytes are the ones in memory now (60000 of 100000) */
+	for (unsigned i = 0; i < 3; i++) {
+		chunk_path(&ch[i], path, sizeof(path));
+		fd = open(path, O_RDWR);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, "\x5a", 1, 30000), 1);
+		close(fd);
+	}
+	/* from memory: verified when fetched, the file is not read */
+	assert_int_equal(read_check(c, 2, &ch[2], 29990, 20), 20);
+	assert_int_equal(st->corrupt, 0);
+	/* from the disk: each caught, dropped and fetched again */
+	assert_int_equal(read_check(c, 0, &ch[0], 29990, 20), 20);
+	assert_int_equal(st->corrupt, 1);
+	assert_int_equal(st->verify_failures, 1);
+	assert_int_equal(fetches(st), 3 + 1);
+	/* chunk 0 refetched took the memory: chunk 2 now comes off the disk */
+	assert_int_equal(read_check(c, 2, &ch[2], 0, 60000), 60000);
+	assert_int_equal(st->corrupt, 2);
+	assert_int_equal(fetches(st), 3 + 2);
+	/* the store lost chunk 1 too: EIO, and the bad file is gone */
+	hex_encode(ch[1].name, HASH_SIZE, hex);
+	snprintf(key, sizeof(key), "%s/store/chunks/%.2s/%s", root, hex, hex);
+	assert_int_equal(unlink(key), 0);
+	assert_int_equal(cache_read(c, store, &ch[1], 29990, 20, buf, -1, res_cb, &r), 0);
+	drain();
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.res, -EIO);
+	assert_int_equal(st->corrupt, 3);
+	chunk_path(&ch[1], path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(st->used, 2 * 60000);
 	cache_stats_unmap(st);
 	cache_free(c);
 }
@@ -1129,11 +1235,166 @@ static void test_cache__whole_file_objects(void **state)
 	free(chunk);
 }
 
+/* Wait for an -EINPROGRESS answer of cache_file_open or cache_file_held. */
+static int file_wait(struct res *r)
+{
+	while (!r->calls)
+		assert_true(loop_run_once(loop, true) >= 0);
+	return r->res;
+}
+
+/* Have the kernel reclaim this process's mapping of the object (its pages
+ * out of the page tables, as memory pressure would do); false when it has
+ * no mapping of it.  Found by inode: a mapping of an object made through
+ * O_TMPFILE carries the name it had then. */
+static bool page_out_object(void)
+{
+	char path[256], line[512];
+	bool found = false;
+	struct stat sb;
+	FILE *f;
+	int fd;
+
+	object_path(path, sizeof(path));
+	assert_true(path[0]);
+	/* written back first: a dirty page is not reclaimed at once */
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fsync(fd), 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	close(fd);
+	f = fopen("/proc/self/maps", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b, ino;
+
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &a, &b, &ino) != 3 || ino != sb.st_ino)
+			continue;
+		assert_int_equal(madvise((void *)a, b - a, MADV_PAGEOUT), 0);
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whole-file objects that rot under the cache that made them: a new
+ * registration re-hashes the object unless its pages stayed in memory and the
+ * file unwritten since its check (a flipped one is dropped, counted, and made
+ * again from the chunks); one unlinked by another process under a live
+ * registration (`cache verify`, `cache trim`) is re-hashed through its
+ * descriptor before another open may share it: refused when bad, allowed
+ * when good. */
+static void test_cache__whole_file_objects_rotting(void **state)
+{
+	struct cache_piece p[2];
+	uint8_t *want = malloc(600 << 10), *chunk = malloc(300 << 10);
+	const struct cache_stats *st;
+	struct cache *c;
+	struct res r = { 0 };
+	char path[256];
+	size_t len = 0;
+	uint64_t checked, dropped, freed;
+	int fd;
+
+	put_chunk(60, 256 << 10, &p[0].ch);
+	put_chunk(61, 300 << 10, &p[1].ch);
+	for (unsigned i = 0; i < 2; i++) {
+		p[i].off = 0, p[i].len = p[i].ch.size;
+		fill(chunk, p[i].ch.size, 60 + i);
+		memcpy(want + len, chunk, p[i].len);
+		len += p[i].len;
+	}
+	c = open_cache(64 << 20, 1 << 20);
+	st = stats();
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(cache_prefetch(c, store, &p[i].ch, -1, res_cb, &r), 0);
+	drain();
+	fd = file_open_wait(c, p, 2);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	/* a second registration: its pages in memory since checked and the
+	 * file not written, no re-hash needed */
+	fd = cache_file_open(c, p, 2, false, res_cb, &r);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	assert_int_equal(cache_file_held(c, p, 2, NULL, NULL), 0);
+	/* its pages reclaimed since (they could be read again from a disk
+	 * that rotted): the next registration re-hashes it */
+	assert_true(page_out_object());
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_open(c, p, 2, false, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(file_wait(&r), 0);
+	fd = cache_file_open(c, p, 2, false, res_cb, &r);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	/* and, its pages mapped again by that hash, the one after does not */
+	fd = cache_file_open(c, p, 2, false, res_cb, &r);
+	assert_true(fd >= 0);
+
+	/* flipped: the next registration finds it and gets none */
+	object_path(path, sizeof(path));
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "X", 1, 7000), 1);
+	close(fd);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_open(c, p, 2, false, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(file_wait(&r), -EBADMSG);
+	assert_int_equal(st->corrupt, 1);
+	assert_int_equal(st->file_failures, 1);
+	object_path(path, sizeof(path));
+	assert_false(path[0]);
+	/* a registration made before it was found must not be shared */
+	assert_int_equal(cache_file_held(c, p, 2, NULL, NULL), -EBADMSG);
+	assert_int_equal(cache_file_open(c, p, 2, false, NULL, NULL), -ENOENT);
+	/* made again from the chunks */
+	fd = file_open_wait(c, p, 2);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+	assert_int_equal(st->files_made, 2);
+	assert_int_equal(cache_file_held(c, p, 2, NULL, NULL), 0);
+
+	/* flipped and dropped by `cache verify` under a live registration */
+	object_path(path, sizeof(path));
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "Y", 1, 9000), 1);
+	close(fd);
+	assert_int_equal(cache_verify(cdir, &checked, &dropped), 0);
+	assert_int_equal(dropped, 1);
+	assert_int_equal(st->corrupt, 2);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_held(c, p, 2, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(file_wait(&r), -EBADMSG);
+	assert_int_equal(cache_file_held(c, p, 2, NULL, NULL), -EBADMSG);
+	assert_int_equal(st->corrupt, 3);
+	/* the next registration is made anew, from the chunks */
+	assert_int_equal(cache_file_open(c, p, 2, false, NULL, NULL), -ENOENT);
+	fd = file_open_wait(c, p, 2);
+	assert_true(fd >= 0);
+	fd_equal(fd, want, len);
+
+	/* a good object trimmed under a live registration stays shareable */
+	assert_int_equal(cache_trim(cdir, 0, &freed), 0);
+	object_path(path, sizeof(path));
+	assert_false(path[0]);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(cache_file_held(c, p, 2, res_cb, &r), -EINPROGRESS);
+	assert_int_equal(file_wait(&r), 0);
+	assert_int_equal(cache_file_held(c, p, 2, NULL, NULL), 0);
+	assert_int_equal(st->corrupt, 3);
+	cache_stats_unmap(st);
+	cache_free(c);
+	free(want);
+	free(chunk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_cache__miss_then_hit_at_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__single_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__chunk_buffers_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__pack_read_and_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache__eviction_keeps_limit_and_drops_lru, setup,
 		                                teardown),
@@ -1162,6 +1423,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cache__near_fetched_from_a_slow_store, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_cache__whole_file_objects, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache__chunk_file_rotting_under_its_cache, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_cache__whole_file_objects_rotting, setup,
+		                                teardown),
 	};
 
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);

@@ -29,7 +29,7 @@ override LDFLAGS += -fsanitize=address,undefined
 endif
 
 PKGS = fuse3 liburing libzstd libcurl zlib jansson libcrypto libmicrohttpd
-# libcurl, libcrypto and libmicrohttpd are not linked: store/curl-dl.c, lib/sha256.c
+# libcurl, libcrypto and libmicrohttpd are not linked: store/curl-dl.c, lib/crypto-dl.c
 # and node/mhd-dl.c load them on first use (at every exec otherwise libcurl costs ~4.5 ms
 # of CPU, libcrypto 0.28 ms static and 0.87 ms shared, libmicrohttpd with GnuTLS 1.8 ms:
 # docs/perf-log.md), so only their headers are needed here.

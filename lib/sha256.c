@@ -5,7 +5,7 @@
  * core, docs/perf-log.md "SHA-256 from libcrypto"), several times the
  * portable C it replaces.
  *
- * libcrypto is loaded on first use (dlopen of libcrypto.so.3, OpenSSL 3's
+ * libcrypto is loaded on first use (lib/crypto-dl.c: libcrypto.so.3, OpenSSL 3's
  * stable ABI, the one the build compiled against), not linked: linked
  * statically it made every exec of the full program cost 0.28 ms more CPU
  * and the program 4.4 MB larger, linked shared 0.87 ms more (docs/perf-log.md
@@ -18,54 +18,37 @@
  * again at every init.  Loading and fetching run once (pthread_once); a
  * failure is logged once and every digest then fails with -EIO.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <string.h>
 
+#include "lib/crypto-dl.h"
 #include "lib/lib.h"
 #include "lib/sha256.h"
 
-#define CRYPTO_SONAME "libcrypto.so.3"
+static const struct crypto_api *api;
+static EVP_MD *md;
+static pthread_once_t fetch_once = PTHREAD_ONCE_INIT;
 
-#define CRYPTO_FUNCS(X)                                                                            \
-	X(EVP_MD_fetch) X(EVP_MD_CTX_new) X(EVP_MD_CTX_free) X(EVP_DigestInit_ex2)                 \
-	X(EVP_DigestUpdate) X(EVP_DigestFinal_ex) X(EVP_Digest)
-
-#define FIELD(name) __typeof__(name) *name;
-static struct {
-	CRYPTO_FUNCS(FIELD)
-	EVP_MD *md;
-} api;
-#undef FIELD
-
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static bool loaded;
-
-static void load(void)
+static void fetch(void)
 {
-	void *lib = dl_open(CRYPTO_SONAME);
+	const struct crypto_api *a = crypto_api();
 
-	if (!lib)
+	if (!a)
 		return;
-#define LOAD(name)                                                                                 \
-	if (!dl_sym(lib, CRYPTO_SONAME, #name, &api.name))                                         \
-		return;
-	CRYPTO_FUNCS(LOAD)
-#undef LOAD
-	api.md = api.EVP_MD_fetch(NULL, "SHA256", NULL);
-	if (!api.md) {
+	md = a->EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (!md) {
 		log_error(-EIO, "%s: no SHA256 digest in the default provider", CRYPTO_SONAME);
 		return;
 	}
-	loaded = true;   /* the library stays loaded for the life of the process */
+	api = a;   /* set only once the digest is there: every use checks ready() */
 }
 
 static bool ready(void)
 {
-	pthread_once(&load_once, load);
-	return loaded;
+	pthread_once(&fetch_once, fetch);
+	return api != NULL;
 }
 
 int sha256_init(struct sha256 *s)
@@ -73,9 +56,9 @@ int sha256_init(struct sha256 *s)
 	s->failed = true;
 	if (!ready())
 		return -EIO;
-	if (!s->ctx && !(s->ctx = api.EVP_MD_CTX_new()))
+	if (!s->ctx && !(s->ctx = api->EVP_MD_CTX_new()))
 		return -ENOMEM;
-	if (!api.EVP_DigestInit_ex2(s->ctx, api.md, NULL))
+	if (!api->EVP_DigestInit_ex2(s->ctx, md, NULL))
 		return -EIO;
 	s->failed = false;
 	return 0;
@@ -85,14 +68,14 @@ void sha256_update(struct sha256 *s, const void *data, size_t len)
 {
 	if (s->failed || !len)
 		return;
-	if (!api.EVP_DigestUpdate(s->ctx, data, len))
+	if (!api->EVP_DigestUpdate(s->ctx, data, len))
 		s->failed = true;
 }
 
 int sha256_final(struct sha256 *s, uint8_t out[SHA256_SIZE])
 {
 	unsigned n = 0;
-	bool ok = !s->failed && api.EVP_DigestFinal_ex(s->ctx, out, &n) && n == SHA256_SIZE;
+	bool ok = !s->failed && api->EVP_DigestFinal_ex(s->ctx, out, &n) && n == SHA256_SIZE;
 
 	s->failed = true;   /* initialise again before reuse */
 	if (!ok) {
@@ -105,7 +88,7 @@ int sha256_final(struct sha256 *s, uint8_t out[SHA256_SIZE])
 void sha256_destroy(struct sha256 *s)
 {
 	if (s->ctx)
-		api.EVP_MD_CTX_free(s->ctx);   /* a context exists only once loaded */
+		api->EVP_MD_CTX_free(s->ctx);   /* a context exists only once loaded */
 	s->ctx = NULL;
 	s->failed = true;
 }
@@ -118,7 +101,7 @@ int sha256(const void *buf, size_t len, uint8_t out[SHA256_SIZE])
 		memset(out, 0, SHA256_SIZE);
 		return -EIO;
 	}
-	if (!api.EVP_Digest(buf, len, out, &n, api.md, NULL) || n != SHA256_SIZE) {
+	if (!api->EVP_Digest(buf, len, out, &n, md, NULL) || n != SHA256_SIZE) {
 		memset(out, 0, SHA256_SIZE);
 		return -ENOMEM;
 	}

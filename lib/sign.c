@@ -1,9 +1,9 @@
 /*
  * sign.c — Ed25519 through libcrypto's EVP signatures (see sign.h).
  *
- * libcrypto is loaded on first use (dl_open of libcrypto.so.3), as
- * lib/sha256.c loads it for digests, so that the commands that never sign
- * or verify pay nothing at exec.  Ed25519 signs the message itself (no
+ * libcrypto is loaded on first use (lib/crypto-dl.c, the loader sha256.c
+ * shares), so that the commands that never sign or verify pay nothing at
+ * exec.  Ed25519 signs the message itself (no
  * digest is named: EVP_DigestSign with a NULL md, one shot).
  *
  * Key files are encoded here, not through libcrypto's PEM and BIO layer: an
@@ -14,50 +14,16 @@
  */
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "lib/crypto-dl.h"
 #include "lib/lib.h"
 #include "lib/sha256.h"
 #include "lib/sign.h"
 
-#define CRYPTO_SONAME "libcrypto.so.3"
 #define KEY_FILE_MAX 4096
 
-#define CRYPTO_FUNCS(X)                                                                            \
-	X(EVP_PKEY_new_raw_private_key) X(EVP_PKEY_new_raw_public_key)                             \
-	X(EVP_PKEY_get_raw_public_key) X(EVP_PKEY_free) X(EVP_MD_CTX_new) X(EVP_MD_CTX_free)       \
-	X(EVP_DigestSignInit) X(EVP_DigestSign) X(EVP_DigestVerifyInit) X(EVP_DigestVerify)
-
-#define FIELD(name) __typeof__(name) *name;
-static struct {
-	CRYPTO_FUNCS(FIELD)
-} api;
-#undef FIELD
-
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static bool loaded;
-
-static void load(void)
-{
-	void *lib = dl_open(CRYPTO_SONAME);
-
-	if (!lib)
-		return;
-#define LOAD(name)                                                                                 \
-	if (!dl_sym(lib, CRYPTO_SONAME, #name, &api.name))                                         \
-		return;
-	CRYPTO_FUNCS(LOAD)
-#undef LOAD
-	loaded = true;   /* the library stays loaded for the life of the process */
-}
-
-static bool ready(void)
-{
-	pthread_once(&load_once, load);
-	return loaded;
-}
 
 /* RFC 8410: the DER of an Ed25519 private key (PKCS#8 v1) and public key
  * (SubjectPublicKeyInfo), each a fixed prefix and the 32 raw bytes. */
@@ -133,24 +99,25 @@ int sign_base64_decode(const char *in, uint8_t *out, size_t len)
 
 /* ---- keys -------------------------------------------------------------------- */
 
-static void *pkey_private(const uint8_t seed[SIGN_KEY_SIZE])
+static void *pkey_private(const struct crypto_api *api, const uint8_t seed[SIGN_KEY_SIZE])
 {
-	return api.EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, SIGN_KEY_SIZE);
+	return api->EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, SIGN_KEY_SIZE);
 }
 
 /* The public key of seed into pub. */
 static int derive_public(const uint8_t seed[SIGN_KEY_SIZE], uint8_t pub[SIGN_KEY_SIZE])
 {
+	const struct crypto_api *api;
 	EVP_PKEY *p;
 	size_t n = SIGN_KEY_SIZE;
 	int r = 0;
 
-	if (!ready())
+	if (!(api = crypto_api()))
 		return -EIO;
-	p = pkey_private(seed);
-	if (!p || !api.EVP_PKEY_get_raw_public_key(p, pub, &n) || n != SIGN_KEY_SIZE)
+	p = pkey_private(api, seed);
+	if (!p || !api->EVP_PKEY_get_raw_public_key(p, pub, &n) || n != SIGN_KEY_SIZE)
 		r = log_error(-EIO, "%s: cannot make an Ed25519 key", CRYPTO_SONAME);
-	api.EVP_PKEY_free(p);
+	api->EVP_PKEY_free(p);
 	return r;
 }
 
@@ -340,6 +307,7 @@ out:
 
 int sign_data(const struct sign_key *k, const void *msg, size_t len, uint8_t sig[SIGN_SIG_SIZE])
 {
+	const struct crypto_api *api;
 	EVP_PKEY *p = NULL;
 	EVP_MD_CTX *ctx = NULL;
 	size_t n = SIGN_SIG_SIZE;
@@ -347,37 +315,38 @@ int sign_data(const struct sign_key *k, const void *msg, size_t len, uint8_t sig
 
 	if (!k->has_private)
 		return -EINVAL;
-	if (!ready())
+	if (!(api = crypto_api()))
 		return -EIO;
-	p = pkey_private(k->seed);
-	ctx = api.EVP_MD_CTX_new();
-	if (!p || !ctx || api.EVP_DigestSignInit(ctx, NULL, NULL, NULL, p) != 1 ||
-	    api.EVP_DigestSign(ctx, sig, &n, msg, len) != 1 || n != SIGN_SIG_SIZE)
+	p = pkey_private(api, k->seed);
+	ctx = api->EVP_MD_CTX_new();
+	if (!p || !ctx || api->EVP_DigestSignInit(ctx, NULL, NULL, NULL, p) != 1 ||
+	    api->EVP_DigestSign(ctx, sig, &n, msg, len) != 1 || n != SIGN_SIG_SIZE)
 		r = log_error(-EIO, "%s: Ed25519 signing failed", CRYPTO_SONAME);
-	api.EVP_MD_CTX_free(ctx);
-	api.EVP_PKEY_free(p);
+	api->EVP_MD_CTX_free(ctx);
+	api->EVP_PKEY_free(p);
 	return r;
 }
 
 int sign_verify(const uint8_t pub[SIGN_KEY_SIZE], const void *msg, size_t len,
                 const uint8_t sig[SIGN_SIG_SIZE])
 {
+	const struct crypto_api *api;
 	EVP_PKEY *p;
 	EVP_MD_CTX *ctx;
 	int r = -EIO, v;
 
-	if (!ready())
+	if (!(api = crypto_api()))
 		return -EIO;
-	p = api.EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, SIGN_KEY_SIZE);
-	ctx = api.EVP_MD_CTX_new();
-	if (p && ctx && api.EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, p) == 1) {
-		v = api.EVP_DigestVerify(ctx, sig, SIGN_SIG_SIZE, msg, len);
+	p = api->EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, SIGN_KEY_SIZE);
+	ctx = api->EVP_MD_CTX_new();
+	if (p && ctx && api->EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, p) == 1) {
+		v = api->EVP_DigestVerify(ctx, sig, SIGN_SIG_SIZE, msg, len);
 		/* 0: a wrong signature; below 0: an error, or a malformed key */
 		r = v == 1 ? 0 : v == 0 ? -EBADMSG : -EIO;
 	}
 	if (r == -EIO)
 		log_error(r, "%s: Ed25519 verification failed to run", CRYPTO_SONAME);
-	api.EVP_MD_CTX_free(ctx);
-	api.EVP_PKEY_free(p);
+	api->EVP_MD_CTX_free(ctx);
+	api->EVP_PKEY_free(p);
 	return r;
 }

@@ -37,3 +37,28 @@ netns_held() {
 }
 check test -n "$netns"
 [ -z "$netns" ] || check_not netns_held "$netns"
+
+# The README's agent loop, run as it is written there.
+python3 - "$REPO/README.md" >"$WORK/agent.py" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+sec = text[text.index("## An agent loop in Python"):]
+print(re.search(r"```python\n(.*?)```", sec, re.S).group(1), end="")
+PY
+check grep -q 'client.sandbox' "$WORK/agent.py"
+served=$(curl -s -m 60 --unix-socket "$API" -X PUT --data-binary x \
+	'http://n/v1/sandboxes/no-such-sandbox/files?path=/x')
+if [[ $served == *"/files: not found"* ]]; then
+	log "SKIP: the README's agent loop: the node does not serve PUT /v1/sandboxes/{id}/files yet"
+else
+	check env PYTHONPATH="$REPO/clients/python" PYTHONDONTWRITEBYTECODE=1 \
+		python3 "$WORK/agent.py" "$ROOTFS" >"$WORK/agent.out"
+	cat "$WORK/agent.out" >&2
+	check test "$(grep -c '^\$ ' "$WORK/agent.out")" = 10
+	check grep -qx '$ python3 -c '\''import add; print(add.add(2, 3))'\'' -> 0 ' "$WORK/agent.out"
+	check grep -qx 'grade: pass' "$WORK/agent.out"
+	id=$(sed -n 's/^sandbox //p' "$WORK/agent.out")
+	check test -n "$id"
+	check test ! -e "$API_STATE/$id"
+	check test -z "$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$id" 2>/dev/null)"
+fi

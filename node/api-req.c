@@ -138,7 +138,10 @@ static int get_policy(const json_t *doc, struct api_create_req *r, struct api_er
 	json_object_foreach((json_t *)pol, key, v) {
 		size_t klen = strlen(key);
 
-		if (!klen || klen > 64 || strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789_") != klen)
+		/* the dots and dashes of stage.NAME.allow and stage.NAME.hide; the policy's
+		 * parser decides which names are fields */
+		if (!klen || klen > 64 ||
+		    strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != klen)
 			return bad(err, "create: policy field '%.64s' is not a field name", key);
 		if (json_is_string(v)) {
 			if (!plain(v, API_STR_MAX))

@@ -96,7 +96,8 @@ static void test_api__create_parsed(void **state)
 {
 	const char *body = "{\"image\":\"debian:12\",\"name\":\"ep-1\",\"ttl\":600,"
 	                   "\"idle_timeout\":60.5,\"labels\":{\"run\":\"7\"},"
-	                   "\"policy\":{\"memory\":\"512M\",\"bind\":[\"/a:/a\",\"/b:/b\"]}}";
+	                   "\"policy\":{\"memory\":\"512M\",\"bind\":[\"/a:/a\",\"/b:/b\"],"
+	                   "\"stage.grade-1.allow\":\"\"}}";
 	struct api_create_req r;
 	struct api_err err = { "" };
 	json_t *doc = NULL;
@@ -108,10 +109,12 @@ static void test_api__create_parsed(void **state)
 	assert_true(r.ttl == 600 && r.idle_timeout == 60.5);
 	assert_int_equal(r.n_labels, 1);
 	assert_string_equal(r.labels[0].key, "run");
-	assert_int_equal(r.n_set, 3);
+	assert_int_equal(r.n_set, 4);
 	assert_string_equal(r.set[0].key, "memory");
 	assert_string_equal(r.set[2].key, "bind");
 	assert_string_equal(r.set[2].value, "/b:/b");
+	assert_string_equal(r.set[3].key, "stage.grade-1.allow");
+	assert_string_equal(r.set[3].value, "");
 	api_create_req_free(&r);
 	json_decref(doc);
 }

@@ -70,6 +70,28 @@ void node_profile_key(const char *hex, char out[64]);
  * line: corrupt, for another index, unreadable). */
 int node_profile_fetch(struct store *s, const char *hex, struct image_profile **ret);
 
+/* ---- an image's config as policy fields (image-config.c) ---- */
+
+/* One policy field ("env", "workdir" or "user") and its value (malloc'd). */
+struct node_image_field {
+	const char *key;
+	char *value;
+};
+struct node_image_err {
+	char msg[256];
+};
+/* The image config JSON of an image (len bytes; OCI: config.Env,
+ * config.WorkingDir, config.User) as policy fields, in the order a sandbox
+ * applies them before its own settings, which override them: *ret (free
+ * with node_image_fields_free) and *ret_n.  root is the image's mount, for
+ * user and group names (its /etc/passwd and /etc/group, resolved inside
+ * it); ref names the image in errors.  An empty config gives none.
+ * -EINVAL, -ENOENT (a user or group the image does not have), -EBADMSG,
+ * -ENOMEM, with one line in err; nothing is logged. */
+int node_image_config(const char *root, const char *ref, const void *json, size_t len,
+                      struct node_image_field **ret, size_t *ret_n, struct node_image_err *err);
+void node_image_fields_free(struct node_image_field *v, size_t n);
+
 /* ---- clients ---- */
 
 /* Send one request (a JSON object, no newline) to the node at socket and read

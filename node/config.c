@@ -18,6 +18,7 @@
 #include "lib/json.h"
 #include "node/config.h"
 #include "node/node.h"
+#include "sandbox/sandbox.h"
 
 #define CONFIG_FILE_MAX (1u << 20)   /* a config file is a few KiB; refuse junk */
 #define SOCKET_PATH_MAX 107          /* sun_path holds 108 bytes with the NUL */
@@ -246,6 +247,15 @@ void node_config_init(struct node_config *c)
 	for (size_t i = 0; i < NKEYS; i++)
 		if (keys[i].dflt)
 			*(char **)field(c, &keys[i]) = (char *)keys[i].dflt;
+}
+
+void node_config_sandbox_node(const struct node_config *c, struct sandbox_node *n)
+{
+	*n = (struct sandbox_node){
+		.pool_dir = c->pool_dir,
+		.record_dir = c->record_dir,
+		.no_pool = !c->pool,
+	};
 }
 
 void node_config_destroy(struct node_config *c)

@@ -122,6 +122,11 @@ struct node_config {
 	char *docker_config;           /* registry credentials: DIR/config.json; NULL: ~/.docker */
 };
 
+/* The sandbox module's directories and switches (sandbox/sandbox.h) from c:
+ * *n's strings are c's, valid while c is. */
+struct sandbox_node;
+void node_config_sandbox_node(const struct node_config *c, struct sandbox_node *n);
+
 /* Every setting at its default.  Never fails: the defaults are static
  * strings until a setter replaces one (it is then the config's own). */
 void node_config_init(struct node_config *c);

@@ -883,9 +883,11 @@ static int write_info(struct keeper *k, const struct keeper_args *a, const struc
 	for (size_t i = 0; labels && i < a->req->n_labels; i++)
 		json_object_set_new(labels, a->req->labels[i].key, json_string(a->req->labels[i].value));
 	return write_json_at(k, "sandbox.json",
-	                     json_pack("{s:s, s:s, s:o, s:s, s:s%, s:I, s:o, s:o, s:i, s:i}",
+	                     json_pack("{s:s, s:s, s:o, s:s, s:s?, s:s?, s:s%, s:I, s:o, s:o, s:i, "
+	                               "s:i}",
 	                               "id", k->id, "name", k->id, "labels", labels,
-	                               "rootfs", a->req->rootfs,
+	                               "rootfs", a->req->rootfs, "image", a->req->image,
+	                               "image_index", a->req->image_index,
 	                               "policy", lines->data, lines->len,
 	                               "created", (json_int_t)ts.tv_sec,
 	                               "ttl", json_fixed(k->ttl, 3),

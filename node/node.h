@@ -22,7 +22,9 @@
  *   {"verb":"stats","cache":DIR?,"format":"table|json|prometheus"}
  *   {"verb":"prefetch", …}                      (see tools/prefetch.c)
  *   {"verb":"stop"}, {"verb":"upgrade","binary":PATH}
- * Failure: {"ok":false,"error":"one line"}.  Either may carry "log": the
+ * Failure: {"ok":false,"error":"one line","errno":N} (N: the errno of the
+ * failure, e.g. 2 for an image the store does not have, 13 for one the trust
+ * policy refused).  Either may carry "log": the
  * lines the node logged while it handled the request, for the client to show.
  * Only root (or the node's own user) may speak to it: SO_PEERCRED, and the
  * socket is mode 0600.

@@ -571,7 +571,7 @@ static json_t *state_json(struct keeper *k)
 
 	cgroups_usage(&k->l.cg, &mem, &pids);
 	if (k->sb->n_stages)
-		(void)sandbox_stage_switch(k->id, NULL, &stage);
+		(void)sandbox_stage_switch(&k->sb->node, k->id, NULL, &stage);
 	return json_pack("{s:s, s:s, s:s?, s:o, s:i, s:o, s:o, s:I, s:o}",
 	                 "id", k->id, "state", "running", "stage", stage,
 	                 "idle_seconds", json_fixed(k->running ? 0 : secs(now_ns() - k->idle_since), 3),
@@ -591,9 +591,9 @@ static int op_stage(struct keeper *k, int fd, json_t *req)
 
 	if (!k->sb->n_stages)
 		return reply_err(fd, -EINVAL, "the sandbox's policy declares no stages"), 0;
-	r = sandbox_stage_switch(k->id, stage, stage ? NULL : &cur);
+	r = sandbox_stage_switch(&k->sb->node, k->id, stage, stage ? NULL : &cur);
 	if (r == 0 && stage)
-		r = sandbox_stage_switch(k->id, NULL, &cur);
+		r = sandbox_stage_switch(&k->sb->node, k->id, NULL, &cur);
 	if (r < 0)
 		reply_logged(k, fd, r, mark, "stage switch failed");
 	else

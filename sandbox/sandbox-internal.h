@@ -171,6 +171,11 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 /* Counters read while the sandbox runs and after it ends. */
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg);
 bool cgroups_pids_hit(const struct sandbox_cgroups *cg);
+/* The counters themselves (OOM kills, forks refused by the pids limit), to
+ * compare two readings: those of one exec's life (sandbox/keeper.c).  A
+ * counter without its controller is 0. */
+uint64_t cgroups_oom_count(const struct sandbox_cgroups *cg);
+uint64_t cgroups_pids_max_count(const struct sandbox_cgroups *cg);
 uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg);
 
 /* What the launcher waits on to learn of an OOM kill or a refused fork

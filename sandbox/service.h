@@ -28,7 +28,9 @@
  *                        SANDBOX_SERVICE_KEEP_ENDED seconds after the end)
  *
  * A result.json is {"exec_id", "status", "signal", "killed_by" (null, "time",
- * "output", "memory", "pids" or "sandbox"), "wall_seconds", "cpu_seconds",
+ * "output", "memory": the sandbox's OOM killer took the leader, "pids": a
+ * fork the sandbox's pids limit refused ended the exec, the one with the
+ * most processes, or "sandbox"), "wall_seconds", "cpu_seconds",
  * "stdout_bytes", "stderr_bytes", "truncated"}.
  *
  * Ids: a sandbox's id is its name (the request's, refused when taken; else

@@ -99,6 +99,7 @@ struct keeper {
 	unsigned running, done;
 	uint64_t done_bytes;
 	uint64_t pids_seen;     /* forks the pids limit refused, those already answered */
+	uint64_t pids_next;     /* ns: when check_pids reads the counter next */
 	struct kconn conns[MAX_CONNS];
 	unsigned n_conns;
 	unsigned seq;
@@ -829,7 +830,7 @@ static void keeper_loop(struct keeper *k)
 				next = MIN(next, x->deadline);
 		}
 		if (k->running && k->sb->kill_on_pids_limit && k->l.cg.path[CG_PIDS])
-			next = MIN(next, now + KEEPER_PIDS_PERIOD_MS * 1000000ULL);
+			next = MIN(next, k->pids_next);
 		if (k->ttl > 0)
 			next = MIN(next, k->created + (uint64_t)(k->ttl * 1e9));
 		if (k->idle > 0 && !k->running)
@@ -847,8 +848,12 @@ static void keeper_loop(struct keeper *k)
 			k->end_reason = "signal";
 			break;
 		}
-		if (k->running)
+		/* on a timer, not at every wakeup: an exec's output wakes the loop
+		 * for every 64 KiB it writes */
+		if (k->running && now >= k->pids_next) {
 			check_pids(k, NULL);
+			k->pids_next = now + KEEPER_PIDS_PERIOD_MS * 1000000ULL;
+		}
 		for (size_t i = 0; i < ne; i++) {
 			struct pollfd *q = &p[P_FIXED + k->n_conns + i];
 

@@ -116,10 +116,13 @@ check test "$(cut -d' ' -f1 "$WORK/out")" = "$(sha256sum "$ROOTFS/usr/bin/dash" 
 # --- 4. errors, with nothing left
 before=$(ours)
 check test "$(req POST /v1/sandboxes "{\"image\": \"nosuch:1\", \"name\": \"$SB_NAME-2\", \"policy\": {\"uid_base\": \"$SB_UID_BASE\"}}")" = 404
+log "unknown image: $(cat "$WORK/body")"
 check grep -q "nosuch:1" "$WORK/body"
 check test "$(wc -l <"$WORK/body")" -le 1
-check test "$(req POST /v1/sandboxes "{\"image\": \"../../etc\", \"name\": \"$SB_NAME-3\"}")" -ge 400
+check test "$(req POST /v1/sandboxes "{\"image\": \"../../etc\", \"name\": \"$SB_NAME-3\"}")" = 400
+log "bad image name: $(cat "$WORK/body")"
 check test "$(req POST /v1/sandboxes "{\"image\": \"deb:cfg\", \"store\": \"http://127.0.0.1:$(free_port)/s\", \"name\": \"$SB_NAME-4\", \"policy\": {\"uid_base\": \"$SB_UID_BASE\"}}")" = 502
+log "store down: $(cat "$WORK/body")"
 check grep -q "deb:cfg" "$WORK/body"
 check test "$(req POST /v1/sandboxes "{\"rootfs\": \"$ROOTFS\", \"store\": \"dir:$WORK/store\"}")" = 400
 check test "$(ours)" = "$before"

@@ -83,6 +83,7 @@ policy='"policy": {"pool": "false", "stage.solve.hide": "", "stage.grade.hide": 
 # --- 1. a sandbox through each node's own API
 check test "$(req a POST /v1/sandboxes "{\"image\": \"deb:1\", \"name\": \"$sa\", $policy}")" = 201
 check test "$(req b POST /v1/sandboxes "{\"image\": \"deb:1\", \"name\": \"$sb\", $policy}")" = 403
+log "unsigned image on node b: $(cat "$WORK/body")"
 check grep -q "deb:1" "$WORK/body"
 check test ! -e "$WORK/b/service/$sb"
 check test "$(req b POST /v1/sandboxes "{\"rootfs\": \"$ROOTFS\", \"name\": \"$sb\", $policy}")" = 201

@@ -7,8 +7,9 @@
 #     it under the images dir, the same one `lazyroot run IMAGE` uses);
 #  2. `lazyroot umount` of that mount while the sandbox runs is refused with one line naming the
 #     sandbox, and the mount stays;
-#  3. kill -9 of the worker between the create and an exec: the new worker finds the sandbox,
-#     and the exec reads the image (the holder kept the mount, the keeper the sandbox);
+#  3. kill -9 of the worker between the create and an exec, then an upgrade: each new worker
+#     finds the sandbox, and an exec reads the image (the holder kept the mount, the keeper
+#     the sandbox);
 #  4. an unknown image, a bad image name and a store that is down: one-line errors (404, 400,
 #     502) naming the image, and nothing left: no sandbox directory, no keeper;
 #  5. destroy: 204, nothing of the sandbox left; the mount then unmounts.
@@ -112,6 +113,12 @@ done
 check test "$new" != "$old"
 run_exec e2 '["sha256sum", "/usr/bin/dash"]'
 check test "$(cut -d' ' -f1 "$WORK/out")" = "$(sha256sum "$ROOTFS/usr/bin/dash" | cut -d' ' -f1)"
+# and an upgrade of the worker
+old=$new
+check timeout 120 "$LAZYROOT" node upgrade
+check test "$(node_pid)" != "$old"
+run_exec e3 '["cat", "/etc/os-release"]'
+check cmp "$WORK/out" "$ROOTFS/etc/os-release"
 
 # --- 4. errors, with nothing left
 before=$(ours)

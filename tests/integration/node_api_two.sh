@@ -128,6 +128,7 @@ for n in a b; do
 	check test "$(req "$n" DELETE "/v1/sandboxes/$s")" = 204
 	check test ! -e "$WORK/$n/service/$s"
 	check test ! -e "$WORK/$n/sandboxes/$s"
+	check test ! -e "$WORK/$n/launchers/$s"
 done
 sb_no_leftovers
 procs=$(ps -e -o uid=,stat= | awk -v lo="$UID_B" -v hi=$((UID_B + 65536)) \

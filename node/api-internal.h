@@ -31,6 +31,7 @@ struct api_kv {
 
 struct api_create_req {
 	const char *image, *rootfs;    /* exactly one */
+	const char *store;             /* with image: a store spec (--store); NULL: the node's */
 	const char *name;              /* NULL: generated */
 	struct api_kv *set;            /* the policy's fields, one entry per value, in order */
 	size_t n_set;
@@ -105,7 +106,6 @@ struct node_http_reply;
 #define API_ROUTE(name) int name(const struct sandbox_node *node, \
                                  const struct node_http_request *req, \
                                  struct node_http_reply *rep)
-API_ROUTE(api_create);
 API_ROUTE(api_list);
 API_ROUTE(api_get);
 API_ROUTE(api_destroy);
@@ -114,5 +114,17 @@ API_ROUTE(api_exec_get);
 API_ROUTE(api_output);
 API_ROUTE(api_stage);
 #undef API_ROUTE
+/* Create: a rootfs (api-sandbox.c), or an image the node mounts first
+ * (api-image.c, with the worker's settings cfg: its control socket, store
+ * and images dir). */
+struct node_config;
+struct api_create_req;
+struct sandbox_service_err;
+int api_create(const struct sandbox_node *node, const struct node_config *cfg,
+               const struct node_http_request *req, struct node_http_reply *rep);
+int api_create_image(const struct sandbox_node *node, const struct node_config *cfg,
+                     const struct api_create_req *c, char **ret_id, struct node_http_reply *rep);
+/* The answer for the sandbox service's error r: its status and line. */
+int api_service_error(struct node_http_reply *rep, int r, const struct sandbox_service_err *err);
 
 #endif

@@ -198,16 +198,19 @@ int api_parse_create(const void *body, size_t len, struct api_create_req *ret, j
 {
 	struct api_create_req r = { 0 };
 	json_t *doc = NULL;
-	int e = parse_object("create", body, len, "image,rootfs,policy,labels,ttl,idle_timeout,name",
+	int e = parse_object("create", body, len, "image,store,rootfs,policy,labels,ttl,idle_timeout,name",
 	                     &doc, err);
 
 	if (e < 0)
 		return e;
 	e = get_str("create", doc, "image", API_STR_MAX, &r.image, err);
+	e = e ?: get_str("create", doc, "store", API_STR_MAX, &r.store, err);
 	e = e ?: get_str("create", doc, "rootfs", API_STR_MAX, &r.rootfs, err);
 	e = e ?: get_str("create", doc, "name", API_ID_MAX, &r.name, err);
 	if (!e && !r.image == !r.rootfs)
 		e = bad(err, "create: give one of 'image' or 'rootfs'");
+	if (!e && r.store && !r.image)
+		e = bad(err, "create: 'store' goes with 'image' (a rootfs needs no store)");
 	if (!e && r.rootfs && r.rootfs[0] != '/')
 		e = bad(err, "create: 'rootfs' must be an absolute path");
 	if (!e && r.name && !api_id_valid(r.name))

@@ -29,7 +29,7 @@ static unsigned status_of(int r)
 	}
 }
 
-static int service_error(struct node_http_reply *rep, int r, const struct sandbox_service_err *err)
+int api_service_error(struct node_http_reply *rep, int r, const struct sandbox_service_err *err)
 {
 	return node_http_error(rep, status_of(r), "%s", err->msg[0] ? err->msg : strerror(-r));
 }
@@ -76,8 +76,8 @@ static bool arg_on(const struct node_http_request *req, const char *name)
 	return s && (!strcmp(s, "1") || !strcmp(s, "true"));
 }
 
-int api_create(const struct sandbox_node *node, const struct node_http_request *req,
-               struct node_http_reply *rep)
+int api_create(const struct sandbox_node *node, const struct node_config *cfg,
+               const struct node_http_request *req, struct node_http_reply *rep)
 {
 	struct api_create_req c;
 	struct api_err aerr = { "" };
@@ -92,8 +92,9 @@ int api_create(const struct sandbox_node *node, const struct node_http_request *
 	if (r < 0)
 		return r;
 	if (c.image) {
-		r = node_http_error(rep, 400, "create: 'image' is not served by the API yet; give "
-		                    "'rootfs', a directory (an image's mount: lazyroot mount)");
+		r = api_create_image(node, cfg, &c, &id, rep);
+		if (r == 0 && id)
+			r = answer_json(rep, 201, json_pack("{s:s}", "id", id));
 		goto out;
 	}
 	/* api_kv and sandbox_service_kv are both {key, value} */
@@ -105,7 +106,7 @@ int api_create(const struct sandbox_node *node, const struct node_http_request *
 	};
 	r = sandbox_service_create(node, &sr, &id, &err);
 	if (r < 0)
-		r = service_error(rep, r, &err);
+		r = api_service_error(rep, r, &err);
 	else
 		r = answer_json(rep, 201, json_pack("{s:s}", "id", id));
 out:
@@ -130,7 +131,7 @@ int api_list(const struct sandbox_node *node, const struct node_http_request *re
 		return node_http_error(rep, 400, "GET /v1/sandboxes: 'label' must be KEY=VALUE");
 	r = sandbox_service_list(node, label, &list, &err);
 	if (r < 0)
-		return service_error(rep, r, &err);
+		return api_service_error(rep, r, &err);
 	return answer_json(rep, 200, json_pack("{s:o}", "sandboxes", list));
 }
 
@@ -142,7 +143,7 @@ int api_get(const struct sandbox_node *node, const struct node_http_request *req
 	int r = sandbox_service_get(node, req->param[0], &v, &err);
 
 	if (r < 0)
-		return service_error(rep, r, &err);
+		return api_service_error(rep, r, &err);
 	return answer_json(rep, 200, v);
 }
 
@@ -153,7 +154,7 @@ int api_destroy(const struct sandbox_node *node, const struct node_http_request 
 	int r = sandbox_service_destroy(node, req->param[0], &err);
 
 	if (r < 0)
-		return service_error(rep, r, &err);
+		return api_service_error(rep, r, &err);
 	rep->status = 204;
 	return 0;
 }
@@ -205,7 +206,7 @@ int api_exec(const struct sandbox_node *node, const struct node_http_request *re
 	};
 	r = sandbox_service_exec(node, req->param[0], &sr, &eid, &existed, NULL, &err);
 	if (r < 0)
-		r = service_error(rep, r, &err);
+		r = api_service_error(rep, r, &err);
 	else if (arg_on(req, "attach"))
 		r = output_stream(node, req, req->param[0], eid, 0, 0, true, rep);
 	else
@@ -229,7 +230,7 @@ int api_exec_get(const struct sandbox_node *node, const struct node_http_request
 		return 0;
 	r = sandbox_service_exec_get(node, req->param[0], req->param[1], wait, &v, &err);
 	if (r < 0)
-		return service_error(rep, r, &err);
+		return api_service_error(rep, r, &err);
 	return answer_json(rep, 200, v);
 }
 
@@ -264,6 +265,6 @@ int api_stage(const struct sandbox_node *node, const struct node_http_request *r
 	r = sandbox_service_stage(node, req->param[0], stage, &cur, &err);
 	json_decref(doc);
 	if (r < 0)
-		return service_error(rep, r, &err);
+		return api_service_error(rep, r, &err);
 	return answer_json(rep, 200, json_pack("{s:s?}", "stage", cur));
 }

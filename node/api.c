@@ -45,6 +45,7 @@ struct api_peer {
 struct api_server {
 	struct node_httpd *h;
 	const struct sandbox_node *node;   /* the node's sandbox directories */
+	const struct node_config *cfg;     /* the worker's settings, for its lifetime */
 	uint8_t token[SHA256_SIZE];   /* TCP: the token's digest */
 	bool tcp;
 };
@@ -220,7 +221,6 @@ static int get_version(void *ud, const struct node_http_request *req, struct nod
 	{                                                                                          \
 		return api_##fn(((struct api_server *)ud)->node, req, rep);                        \
 	}
-SANDBOX_ROUTE(create)
 SANDBOX_ROUTE(list)
 SANDBOX_ROUTE(get)
 SANDBOX_ROUTE(destroy)
@@ -229,6 +229,13 @@ SANDBOX_ROUTE(exec_get)
 SANDBOX_ROUTE(output)
 SANDBOX_ROUTE(stage)
 #undef SANDBOX_ROUTE
+
+static int route_create(void *ud, const struct node_http_request *req, struct node_http_reply *rep)
+{
+	const struct api_server *s = ud;
+
+	return api_create(s->node, s->cfg, req, rep);
+}
 
 static const struct node_http_route api_routes[] = {
 	{ "GET", "/v1", get_version, "", 0 },
@@ -270,9 +277,9 @@ int node_api_open(const struct node_config *cfg, int *unix_fd, int *tcp_fd,
 	if (!a)
 		return -ENOMEM;
 	a->tcp_s.tcp = true;
-	a->node = (struct sandbox_node){ .pool_dir = cfg->pool_dir, .record_dir = cfg->record_dir,
-	                                 .no_pool = !cfg->pool };
+	node_config_sandbox_node(cfg, &a->node);
 	a->unix_s.node = a->tcp_s.node = &a->node;
+	a->unix_s.cfg = a->tcp_s.cfg = cfg;
 	if (*unix_fd >= 0)
 		r = serve(&a->unix_s, unix_fd, "api");
 	if (r == 0 && *tcp_fd >= 0) {

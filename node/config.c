@@ -18,6 +18,7 @@
 #include "lib/json.h"
 #include "node/config.h"
 #include "node/node.h"
+#include "sandbox/sandbox.h"
 
 #define CONFIG_FILE_MAX (1u << 20)   /* a config file is a few KiB; refuse junk */
 #define SOCKET_PATH_MAX 107          /* sun_path holds 108 bytes with the NUL */
@@ -41,6 +42,7 @@ enum key_type {
 	T_DECODERS,  /* auto or 0..DECODERS_MAX; an int field */
 	T_SECRET,    /* environment only, never printed */
 	T_KEYS,      /* trusted keys: [STORE=]/FILE.pub, separated by blanks; empty: none */
+	T_IDS,       /* START:COUNT of host ids, or auto; a struct node_ids_range field */
 };
 
 struct key {
@@ -163,6 +165,17 @@ static const struct key keys[] = {
 	  "where pooled namespaces and cgroup slots are recorded"),
 	S("record_dir", "LAZYROOT_RECORD_DIR", NULL, NULL, T_ABSPATH, record_dir,
 	  NODE_DEFAULT_RECORD_DIR, "where launchers record their sandboxes for `lazyroot gc`"),
+	S("service_dir", "LAZYROOT_SERVICE_DIR", NULL, NULL, T_ABSPATH, service_dir,
+	  NODE_DEFAULT_SERVICE_DIR, "where the sandbox service keeps each sandbox's state "
+	  "(DIR/<id>)"),
+	S("sandbox_state_dir", "LAZYROOT_SANDBOX_STATE_DIR", NULL, NULL, T_ABSPATH,
+	  sandbox_state_dir, NODE_DEFAULT_SANDBOX_STATE_DIR, "where each running sandbox keeps "
+	  "its network allowlist and stage state (DIR/<name>)"),
+	S("ids_dir", "LAZYROOT_IDS_DIR", NULL, NULL, T_ABSPATH, ids_dir, NODE_DEFAULT_IDS_DIR,
+	  "where the host id allocator locks the id blocks of running sandboxes"),
+	K("ids_range", "LAZYROOT_IDS_RANGE", NULL, NULL, T_IDS, ids_range, 0, 0, 0,
+	  "host ids the sandboxes of uid_base = auto take blocks of: START:COUNT, or auto "
+	  "(user lazyroot's entries of /etc/subuid and /etc/subgid)"),
 
 	/* builds */
 	S("tmp_dir", "TMPDIR", NULL, NULL, T_ABSPATH, tmp_dir, NODE_DEFAULT_TMP_DIR,
@@ -248,6 +261,20 @@ void node_config_init(struct node_config *c)
 			*(char **)field(c, &keys[i]) = (char *)keys[i].dflt;
 }
 
+void node_config_sandbox_node(const struct node_config *c, struct sandbox_node *n)
+{
+	*n = (struct sandbox_node){
+		.pool_dir = c->pool_dir,
+		.record_dir = c->record_dir,
+		.service_dir = c->service_dir,
+		.ids_dir = c->ids_dir,
+		.state_dir = c->sandbox_state_dir,
+		.ids_start = c->ids_range.start,
+		.ids_count = c->ids_range.count,
+		.no_pool = !c->pool,
+	};
+}
+
 void node_config_destroy(struct node_config *c)
 {
 	for (size_t i = 0; i < NKEYS; i++)
@@ -291,6 +318,30 @@ static bool addr_valid(const char *v)
 		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-')
 			return false;
 	return true;
+}
+
+/* auto, or START:COUNT: ids START..START+COUNT-1, host root's never, at
+ * least one block of a sandbox's ids and nothing past the last id. */
+static int ids_apply(struct node_ids_range *ids, const char *v, char *msg, size_t msglen)
+{
+	const char *colon = strchr(v, ':');
+	_cleanup_free_ char *start = colon ? strndup(v, (size_t)(colon - v)) : NULL;
+	uint64_t s, n;
+
+	if (!strcmp(v, "auto")) {
+		*ids = (struct node_ids_range){ 0, 0 };
+		return 0;
+	}
+	if (colon && !start)
+		return -ENOMEM;
+	if (!start || parse_uint(start, UINT32_MAX, &s) < 0 || parse_uint(colon + 1, UINT32_MAX,
+	                                                              &n) < 0)
+		return snprintf(msg, msglen, "'%s': want START:COUNT or auto", v), -EINVAL;
+	if (s == 0 || n < 65536 || s + n - 1 > UINT32_MAX - 1)
+		return snprintf(msg, msglen, "'%s': want START from 1 and COUNT of 65536 or more, "
+		                "ending below %u", v, UINT32_MAX), -EINVAL;
+	*ids = (struct node_ids_range){ (uint32_t)s, (uint32_t)n };
+	return 0;
 }
 
 static const char *unit_name(uint64_t unit_ms)
@@ -381,6 +432,8 @@ static int apply(struct node_config *c, const struct key *k, const char *v, char
 			       -EINVAL;
 		*(uint32_t *)field(c, k) = (uint32_t)(n * 1000);
 		return 0;
+	case T_IDS:
+		return ids_apply(field(c, k), v, msg, msglen);
 	case T_DECODERS:
 		if (!strcmp(v, "auto")) {
 			*(int *)field(c, k) = NODE_DECODERS_AUTO;
@@ -678,6 +731,13 @@ static int format(const struct node_config *c, const struct key *k, char *out, s
 		if (*(const uint32_t *)f == NODE_NEAR_OFF)
 			return snprintf(out, len, "off");
 		return format_ms(*(const uint32_t *)f / 1000, out, len);
+	case T_IDS: {
+		const struct node_ids_range *ids = f;
+
+		if (!ids->count)
+			return snprintf(out, len, "auto");
+		return snprintf(out, len, "%u:%u", (unsigned)ids->start, (unsigned)ids->count);
+	}
 	case T_DECODERS:
 		if (*(const int *)f < 0)
 			return snprintf(out, len, "auto");

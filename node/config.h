@@ -50,6 +50,9 @@
 #define NODE_DEFAULT_TRUST_STATE "/var/lib/lazyroot/trust"
 #define NODE_DEFAULT_POOL_DIR "/run/lazyroot/pool"
 #define NODE_DEFAULT_RECORD_DIR "/run/lazyroot/launchers"
+#define NODE_DEFAULT_SERVICE_DIR "/run/lazyroot/service"
+#define NODE_DEFAULT_IDS_DIR "/run/lazyroot/ids"
+#define NODE_DEFAULT_SANDBOX_STATE_DIR "/run/lazyroot/sandboxes"
 #define NODE_DEFAULT_TMP_DIR "/tmp"
 #define NODE_DEFAULT_S3_REGION "us-east-1"
 #define NODE_DEFAULT_HTTP_TRANSFERS 32
@@ -116,11 +119,22 @@ struct node_config {
 	bool node_start;               /* clients start a node when none answers */
 	char *pool_dir;                /* absolute */
 	char *record_dir;              /* launcher records; absolute */
+	char *service_dir;             /* the sandbox service's state tree; absolute */
+	char *sandbox_state_dir;       /* running sandboxes' state (allowlist, stage); absolute */
+	char *ids_dir;                 /* the host id allocator's locks; absolute */
+	struct node_ids_range {        /* host ids of uid_base = auto; count 0: /etc/subuid's */
+		uint32_t start, count;
+	} ids_range;
 
 	/* ---- builds ---- */
 	char *tmp_dir;                 /* scratch space (docker archives are unpacked there) */
 	char *docker_config;           /* registry credentials: DIR/config.json; NULL: ~/.docker */
 };
+
+/* The sandbox module's directories and switches (sandbox/sandbox.h) from c:
+ * *n's strings are c's, valid while c is. */
+struct sandbox_node;
+void node_config_sandbox_node(const struct node_config *c, struct sandbox_node *n);
 
 /* Every setting at its default.  Never fails: the defaults are static
  * strings until a setter replaces one (it is then the config's own). */

@@ -22,7 +22,9 @@
  *   {"verb":"stats","cache":DIR?,"format":"table|json|prometheus"}
  *   {"verb":"prefetch", …}                      (see tools/prefetch.c)
  *   {"verb":"stop"}, {"verb":"upgrade","binary":PATH}
- * Failure: {"ok":false,"error":"one line"}.  Either may carry "log": the
+ * Failure: {"ok":false,"error":"one line","errno":N} (N: the errno of the
+ * failure, e.g. 2 for an image the store does not have, 13 for one the trust
+ * policy refused).  Either may carry "log": the
  * lines the node logged while it handled the request, for the client to show.
  * Only root (or the node's own user) may speak to it: SO_PEERCRED, and the
  * socket is mode 0600.
@@ -69,6 +71,28 @@ void node_profile_key(const char *hex, char out[64]);
  * NULL when the store has none (silently) or it is unusable (one warning
  * line: corrupt, for another index, unreadable). */
 int node_profile_fetch(struct store *s, const char *hex, struct image_profile **ret);
+
+/* ---- an image's config as policy fields (image-config.c) ---- */
+
+/* One policy field ("env", "workdir" or "user") and its value (malloc'd). */
+struct node_image_field {
+	const char *key;
+	char *value;
+};
+struct node_image_err {
+	char msg[256];
+};
+/* The image config JSON of an image (len bytes; OCI: config.Env,
+ * config.WorkingDir, config.User) as policy fields, in the order a sandbox
+ * applies them before its own settings, which override them: *ret (free
+ * with node_image_fields_free) and *ret_n.  root is the image's mount, for
+ * user and group names (its /etc/passwd and /etc/group, resolved inside
+ * it); ref names the image in errors.  An empty config gives none.
+ * -EINVAL, -ENOENT (a user or group the image does not have), -EBADMSG,
+ * -ENOMEM, with one line in err; nothing is logged. */
+int node_image_config(const char *root, const char *ref, const void *json, size_t len,
+                      struct node_image_field **ret, size_t *ret_n, struct node_image_err *err);
+void node_image_fields_free(struct node_image_field *v, size_t n);
 
 /* ---- clients ---- */
 

@@ -17,6 +17,7 @@
 #include "node/node-internal.h"
 #include "node/stats.h"
 #include "node/takeover.h"
+#include "sandbox/service.h"
 #include "store/store.h"
 
 #define WORKER_LOG_MAX (64u << 10)  /* bytes of a request's log lines sent back */
@@ -235,7 +236,16 @@ static int do_umount(struct worker *w, const json_t *req, json_t *out)
 		return log_error(-EINVAL, "request: umount: no mountpoint");
 	for (size_t i = 0; i < w->nmounts; i++)
 		if (!strcmp(w->mounts[i]->mountpoint, mnt)) {
-			char top[PATH_MAX];
+			char top[PATH_MAX], id[SANDBOX_SERVICE_ID_MAX + 1];
+			struct sandbox_node sn;
+
+			/* a sandbox of the service outlives any command: pulling its
+			 * root away would fail its every later exec (or, with fusectl,
+			 * abort its reads), so the mount stays until it is destroyed */
+			node_config_sandbox_node(w->cfg, &sn);
+			if (sandbox_service_using(&sn, mnt, id, sizeof(id)) == 1)
+				return log_error(-EBUSY, "umount '%s': sandbox '%s' runs on it; destroy "
+				                 "it first (DELETE /v1/sandboxes/%s)", mnt, id, id);
 
 			/* unmounting by path would take the other mount instead */
 			if (node_mount_covered(w->mounts[i], top, sizeof(top)) == 1)
@@ -476,7 +486,8 @@ void node_handle(struct worker *w, struct client *c)
 		}
 		const char *why = copy ? last : strerror(-r);
 
-		head = json_pack("{s:b, s:o}", "ok", false, "error", json_text(why, strlen(why)));
+		head = json_pack("{s:b, s:o, s:i}", "ok", false, "error", json_text(why, strlen(why)),
+		                 "errno", -r);
 	} else {
 		head = json_pack("{s:b}", "ok", true);
 	}

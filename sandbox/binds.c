@@ -24,7 +24,8 @@
 #include "lib/lib.h"
 #include "sandbox/launch-internal.h"
 
-int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct lent_bind *l,
+int bind_lend(const struct sandbox_node *n, const struct sandbox_bind *b,
+              const struct id_slot *ids, struct lent_bind *l,
               struct launch_record *rec)
 {
 	bool lend;
@@ -35,7 +36,7 @@ int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct le
 	if (l->fd < 0 || fstat(l->fd, &l->st) < 0)
 		return log_errno(-errno, "bind '%s'", b->src);
 	lend = !((l->st.st_uid == ids->uid_base && l->st.st_gid == ids->gid_base) ||
-	         (l->st.st_mode & S_IWOTH) || id_slot_node_owned(l->st.st_uid));
+	         (l->st.st_mode & S_IWOTH) || id_slot_node_owned(n, l->st.st_uid));
 	/* Listed first: a launcher killed from here on leaves it to gc. */
 	r = launch_record_add_bind(rec, b->src, &l->st, ids->uid_base, lend);
 	if (r < 0)

@@ -406,6 +406,16 @@ static uint64_t cpu_usec(const struct sandbox_cgroups *cg)
 	return cg->path[CG_UNIFIED] ? read_key(cg->path[CG_UNIFIED], "cpu.stat", "usage_usec") : 0;
 }
 
+uint64_t cgroups_oom_count(const struct sandbox_cgroups *cg)
+{
+	return oom_kills(cg);
+}
+
+uint64_t cgroups_pids_max_count(const struct sandbox_cgroups *cg)
+{
+	return pids_max_events(cg);
+}
+
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg)
 {
 	return oom_kills(cg) > cg->base_oom_kill;

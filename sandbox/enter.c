@@ -190,7 +190,7 @@ static int prepare(struct enter *e, unsigned needs)
 			return log_errno(rc, "exec into sandbox '%s': the init's cgroups", e->name);
 	}
 	if ((needs & PLAN_NEEDS_STAGE) && e->sb->n_stages) {
-		rc = netpolicy_stage_now(e->name, &e->stage, &e->hidden);
+		rc = netpolicy_stage_now(&e->sb->node, e->name, &e->stage, &e->hidden);
 		if (rc == -ENOENT)
 			return log_error(-ESRCH, "exec into sandbox '%s': no stage state (not running?)",
 			                 e->name);

@@ -46,7 +46,7 @@
 
 #define RUN_DIR "/run/lazyroot"
 #define RECORD_DIR_DEFAULT RUN_DIR "/launchers"
-#define STATE_DIR RUN_DIR "/sandboxes"
+#define STATE_DIR_DEFAULT RUN_DIR "/sandboxes"
 #define STAMP ".gc"
 #define GC_INTERVAL 10   /* seconds between the collections `lazyroot run` makes */
 #define RECORD_MAX 8192
@@ -61,14 +61,15 @@ static bool cgroup_path_ok(const char *path, const char *name)
 	       !strstr(path, "/./") && base && !strcmp(base + 1, name);
 }
 
-static void remove_state_dir(const char *name)
+static void remove_state_dir(const struct sandbox_node *n, const char *name)
 {
 	char path[PATH_MAX];
 	_cleanup_close_ int dfd = -1;
 	DIR *d;
 	struct dirent *e;
 
-	snprintf(path, sizeof(path), STATE_DIR "/%s", name);
+	snprintf(path, sizeof(path), "%s/%s", n && n->state_dir ? n->state_dir : STATE_DIR_DEFAULT,
+	         name);
 	dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return;
@@ -127,7 +128,7 @@ static void return_recorded_bind(const char *line, const char *name)
 /* Remove what the record in fd (locked by the caller) lists: its cgroups
  * first (so that no process of the sandbox is left), then its binds are
  * given back.  0 when all of it is gone. */
-static int clean_record(int fd, const char *name)
+static int clean_record(const struct sandbox_node *nd, int fd, const char *name)
 {
 	char buf[RECORD_MAX + 1];
 	ssize_t n = pread(fd, buf, RECORD_MAX, 0);
@@ -153,7 +154,7 @@ static int clean_record(int fd, const char *name)
 	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
 		if (!strncmp(buf + i, "bind ", 5))
 			return_recorded_bind(buf + i, name);
-	remove_state_dir(name);
+	remove_state_dir(nd, name);
 	return r;
 }
 
@@ -230,7 +231,7 @@ int launch_record_open(const struct sandbox_node *n, const char *name, struct la
 	empty = fstat(fd, &st) == 0 && st.st_size == 0;
 	/* Left by a dead launcher of the same name: its cgroups would be in the way. */
 	if (!empty) {
-		r = clean_record(fd, name);
+		r = clean_record(n, fd, name);
 		if (r < 0) {
 			launch_record_close(rec, true);
 			return log_error(r, "sandbox name '%s': what a dead launcher left cannot be "
@@ -341,7 +342,7 @@ int sandbox_gc(const struct sandbox_node *n, void (*removed)(const char *name, v
 		}
 		if (fd < 0)
 			continue;
-		if (clean_record(fd, e->d_name) == 0) {
+		if (clean_record(n, fd, e->d_name) == 0) {
 			unlinkat(dirfd(d), e->d_name, 0);
 			res.removed++;
 			if (removed)

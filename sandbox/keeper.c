@@ -53,6 +53,10 @@
 
 enum exec_state { EXEC_RUNNING, EXEC_DONE };
 
+/* How often a running exec's sandbox is checked for a fork its pids limit
+ * refused (check_pids), for a v1 pids cgroup, which announces none. */
+#define KEEPER_PIDS_PERIOD_MS 200
+
 struct kexec {
 	struct kexec *next;
 	char id[SANDBOX_SERVICE_ID_MAX + 1];
@@ -70,7 +74,7 @@ struct kexec {
 	bool reaped;
 	siginfo_t si;
 	struct rusage ru;
-	bool oom_base;          /* the sandbox had an OOM kill before the exec began */
+	uint64_t oom0;          /* the sandbox's OOM kills when the exec began */
 };
 
 struct kconn {
@@ -94,6 +98,8 @@ struct keeper {
 	struct kexec *execs;    /* newest first */
 	unsigned running, done;
 	uint64_t done_bytes;
+	uint64_t pids_seen;     /* forks the pids limit refused, those already answered */
+	uint64_t pids_next;     /* ns: when check_pids reads the counter next */
 	struct kconn conns[MAX_CONNS];
 	unsigned n_conns;
 	unsigned seq;
@@ -318,7 +324,11 @@ static void exec_finish(struct keeper *k, struct kexec *x)
 		sig = x->si.si_status;
 		status = 128 + sig;
 	}
-	if (!x->killed_by && !x->oom_base && cgroups_oom_killed(&k->l.cg) && sig == SIGKILL)
+	/* The OOM killer of the sandbox's memory cgroup took the leader while
+	 * it lived.  (The cgroup is the sandbox's, not the exec's, on a hybrid
+	 * host: one exec's allocation may get another one killed, and that one
+	 * is reported.) */
+	if (!x->killed_by && sig == SIGKILL && cgroups_oom_count(&k->l.cg) > x->oom0)
 		x->killed_by = "memory";
 	cpu = (double)(x->ru.ru_utime.tv_sec + x->ru.ru_stime.tv_sec) +
 	      (double)(x->ru.ru_utime.tv_usec + x->ru.ru_stime.tv_usec) / 1e6;
@@ -348,6 +358,59 @@ static void exec_finish(struct keeper *k, struct kexec *x)
 	execs_trim(k);
 }
 
+/* How many processes an exec's cgroup holds (its cgroup.procs lines). */
+static unsigned exec_procs(const struct kexec *x)
+{
+	_cleanup_(buf_freep) struct buf b = BUF_INIT;
+	char path[PATH_MAX];
+	unsigned n = 0;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", x->cgpath);
+	if (read_file(path, 1 << 20, &b) < 0)
+		return 0;
+	for (size_t i = 0; i < b.len; i++)
+		n += b.data[i] == '\n';
+	return n;
+}
+
+/*
+ * A fork the sandbox's pids limit refused since the last look (its pids
+ * cgroup's pids.events "max"; a v1 one announces nothing, so the loop reads
+ * it every KEEPER_PIDS_PERIOD_MS while execs run, and at each exec's end)
+ * ends, with kill_on_pids_limit, the exec that holds the most processes:
+ * its whole cgroup, killed_by "pids".  The limit is the sandbox's, so the
+ * exec that forked last is not known; the one with most processes is the
+ * one filling it (a fork bomb), and the sandbox and its other execs go on,
+ * where `run` would end the sandbox.  reaping: an exec whose leader just
+ * ended, still a candidate (its leftovers are in its cgroup).
+ */
+static void check_pids(struct keeper *k, struct kexec *reaping)
+{
+	struct kexec *victim = NULL;
+	unsigned most = 0;
+	uint64_t c;
+
+	if (!k->sb->kill_on_pids_limit || !k->l.cg.path[CG_PIDS])
+		return;
+	c = cgroups_pids_max_count(&k->l.cg);
+	if (c <= k->pids_seen)
+		return;
+	k->pids_seen = c;
+	for (struct kexec *x = k->execs; x; x = x->next) {
+		unsigned n;
+
+		if (x->state != EXEC_RUNNING && x != reaping)
+			continue;
+		n = exec_procs(x);
+		if (n > most) {
+			most = n;
+			victim = x;
+		}
+	}
+	if (victim)
+		exec_kill(victim, "pids");
+}
+
 static void exec_reap(struct keeper *k, struct kexec *x)
 {
 	memset(&x->si, 0, sizeof(x->si));
@@ -355,6 +418,7 @@ static void exec_reap(struct keeper *k, struct kexec *x)
 	    x->si.si_pid == 0)
 		return;
 	x->reaped = true;
+	check_pids(k, x);
 	/* the leader is gone: what the pipes hold is read, then they are closed
 	 * (a process it left behind writes into EPIPE from then on) */
 	for (int i = 0; i < 2; i++) {
@@ -521,7 +585,7 @@ static int op_exec(struct keeper *k, int fd, json_t *req)
 		.fn = call.fn ? run_fn : NULL, .ud = &call,
 	};
 	x->start = now_ns();
-	x->oom_base = cgroups_oom_killed(&k->l.cg);
+	x->oom0 = cgroups_oom_count(&k->l.cg);
 	r = sandbox_enter(&er, &x->pid, &x->pidfd);
 	close_fd(&out[1]);
 	close_fd(&errp[1]);
@@ -571,7 +635,7 @@ static json_t *state_json(struct keeper *k)
 
 	cgroups_usage(&k->l.cg, &mem, &pids);
 	if (k->sb->n_stages)
-		(void)sandbox_stage_switch(k->id, NULL, &stage);
+		(void)sandbox_stage_switch(&k->sb->node, k->id, NULL, &stage);
 	return json_pack("{s:s, s:s, s:s?, s:o, s:i, s:o, s:o, s:I, s:o}",
 	                 "id", k->id, "state", "running", "stage", stage,
 	                 "idle_seconds", json_fixed(k->running ? 0 : secs(now_ns() - k->idle_since), 3),
@@ -591,9 +655,9 @@ static int op_stage(struct keeper *k, int fd, json_t *req)
 
 	if (!k->sb->n_stages)
 		return reply_err(fd, -EINVAL, "the sandbox's policy declares no stages"), 0;
-	r = sandbox_stage_switch(k->id, stage, stage ? NULL : &cur);
+	r = sandbox_stage_switch(&k->sb->node, k->id, stage, stage ? NULL : &cur);
 	if (r == 0 && stage)
-		r = sandbox_stage_switch(k->id, NULL, &cur);
+		r = sandbox_stage_switch(&k->sb->node, k->id, NULL, &cur);
 	if (r < 0)
 		reply_logged(k, fd, r, mark, "stage switch failed");
 	else
@@ -765,6 +829,8 @@ static void keeper_loop(struct keeper *k)
 			if (x->deadline)
 				next = MIN(next, x->deadline);
 		}
+		if (k->running && k->sb->kill_on_pids_limit && k->l.cg.path[CG_PIDS])
+			next = MIN(next, k->pids_next);
 		if (k->ttl > 0)
 			next = MIN(next, k->created + (uint64_t)(k->ttl * 1e9));
 		if (k->idle > 0 && !k->running)
@@ -781,6 +847,12 @@ static void keeper_loop(struct keeper *k)
 		if (p[P_SIG].revents & POLLIN) {
 			k->end_reason = "signal";
 			break;
+		}
+		/* on a timer, not at every wakeup: an exec's output wakes the loop
+		 * for every 64 KiB it writes */
+		if (k->running && now >= k->pids_next) {
+			check_pids(k, NULL);
+			k->pids_next = now + KEEPER_PIDS_PERIOD_MS * 1000000ULL;
 		}
 		for (size_t i = 0; i < ne; i++) {
 			struct pollfd *q = &p[P_FIXED + k->n_conns + i];
@@ -883,9 +955,11 @@ static int write_info(struct keeper *k, const struct keeper_args *a, const struc
 	for (size_t i = 0; labels && i < a->req->n_labels; i++)
 		json_object_set_new(labels, a->req->labels[i].key, json_string(a->req->labels[i].value));
 	return write_json_at(k, "sandbox.json",
-	                     json_pack("{s:s, s:s, s:o, s:s, s:s%, s:I, s:o, s:o, s:i, s:i}",
+	                     json_pack("{s:s, s:s, s:o, s:s, s:s?, s:s?, s:s%, s:I, s:o, s:o, s:i, "
+	                               "s:i}",
 	                               "id", k->id, "name", k->id, "labels", labels,
-	                               "rootfs", a->req->rootfs,
+	                               "rootfs", a->req->rootfs, "image", a->req->image,
+	                               "image_index", a->req->image_index,
 	                               "policy", lines->data, lines->len,
 	                               "created", (json_int_t)ts.tv_sec,
 	                               "ttl", json_fixed(k->ttl, 3),
@@ -1000,6 +1074,7 @@ void keeper_main(const struct keeper_args *a)
 		goto fail;
 	}
 	k.created = k.idle_since = now_ns();
+	k.pids_seen = cgroups_pids_max_count(&k.l.cg);
 	snprintf(msg, sizeof(msg), "ok %s\n", k.id);
 	(void)!write(status, msg, strlen(msg));
 	close(status);

@@ -260,7 +260,8 @@ struct lent_bind {
 };
 
 /* Lend b's source to the sandbox of ids for its run (binds.c says when). */
-int bind_lend(const struct sandbox_bind *b, const struct id_slot *ids, struct lent_bind *l,
+int bind_lend(const struct sandbox_node *n, const struct sandbox_bind *b,
+              const struct id_slot *ids, struct lent_bind *l,
               struct launch_record *rec);
 /* The sandbox is gone: give the source back and clear the setuid and setgid
  * bits of what it left.  Safe on one never lent (fd -1). */

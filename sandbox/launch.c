@@ -321,7 +321,7 @@ static int step_lend_binds(struct launch *l)
 	for (size_t i = 0; i < sb->n_binds; i++) {
 		if (!sb->binds[i].rw)
 			continue;
-		r = bind_lend(&sb->binds[i], &l->ids, &l->lent[i], &l->rec);
+		r = bind_lend(&sb->node, &sb->binds[i], &l->ids, &l->lent[i], &l->rec);
 		if (r < 0)
 			return r;
 	}

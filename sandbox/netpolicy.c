@@ -60,9 +60,15 @@
 #include "lib/lib.h"
 #include "sandbox/sandbox-internal.h"
 
-#define STATE_ROOT "/run/lazyroot/sandboxes"
+#define STATE_ROOT_DEFAULT "/run/lazyroot/sandboxes"
 #define MAP_NAME "lr_allow"
 #define MAP_MAX 1024
+
+/* Where running sandboxes' state directories are: the node's state_dir. */
+static const char *state_root(const struct sandbox_node *n)
+{
+	return n && n->state_dir ? n->state_dir : STATE_ROOT_DEFAULT;
+}
 
 /* The map's key: the destination as ::ffff:a.b.c.d or IPv6, and the port as
  * the hooks read it (network byte order in the low 16 bits). */
@@ -713,16 +719,17 @@ static int cover_inside(pid_t pid, const char *path)
 	return 0;
 }
 
-int netpolicy_stage_now(const char *name, char **ret_stage, struct strv *ret_hidden)
+int netpolicy_stage_now(const struct sandbox_node *n, const char *name, char **ret_stage,
+                        struct strv *ret_hidden)
 {
-	char dir[128], path[160];
+	char dir[PATH_MAX], path[PATH_MAX + 8];
 	_cleanup_close_ int lock = -1;
 	_cleanup_(state_free) struct state st = { 0 };
 	int r;
 
 	if (strchr(name, '/') || name[0] == '.' || !name[0] || strlen(name) > 64)
 		return log_error(-EINVAL, "bad sandbox name '%s'", name);
-	snprintf(dir, sizeof(dir), STATE_ROOT "/%s", name);
+	snprintf(dir, sizeof(dir), "%s/%s", state_root(n), name);
 	snprintf(path, sizeof(path), "%s/lock", dir);
 	lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lock < 0)
@@ -863,12 +870,12 @@ int netpolicy_setup(const struct sandbox *sb, const char *name, pid_t pid, const
 		st.current = sg->name;
 		st.allow = (struct sandbox_addr *)allow;
 		st.n_allow = (size_t)n_allow;
-		if (asprintf(&ns->state_dir, STATE_ROOT "/%s", name) < 0) {
+		if (asprintf(&ns->state_dir, "%s/%s", state_root(&sb->node), name) < 0) {
 			ns->state_dir = NULL;
 			free(hidden.v);
 			return -ENOMEM;
 		}
-		r = mkdir_p(STATE_ROOT, 0755);
+		r = mkdir_p(state_root(&sb->node), 0755);
 		if (r == 0 && mkdir(ns->state_dir, 0700) < 0)
 			r = -errno;
 		if (r < 0) {
@@ -933,9 +940,10 @@ static int open_map(uint32_t id)
 	return TAKE_FD(fd);
 }
 
-int sandbox_stage_switch(const char *name, const char *stage, char **ret_current)
+int sandbox_stage_switch(const struct sandbox_node *n, const char *name, const char *stage,
+                         char **ret_current)
 {
-	char dir[128], path[160];
+	char dir[PATH_MAX], path[PATH_MAX + 8];
 	_cleanup_close_ int lock = -1, map = -1;
 	_cleanup_(state_free) struct state st = { 0 };
 	const struct sandbox_stage *sg = NULL;
@@ -945,7 +953,7 @@ int sandbox_stage_switch(const char *name, const char *stage, char **ret_current
 
 	if (strchr(name, '/') || name[0] == '.' || !name[0] || strlen(name) > 64)
 		return log_error(-EINVAL, "policy: bad sandbox name '%s'", name);
-	snprintf(dir, sizeof(dir), STATE_ROOT "/%s", name);
+	snprintf(dir, sizeof(dir), "%s/%s", state_root(n), name);
 	snprintf(path, sizeof(path), "%s/lock", dir);
 	lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lock < 0) {

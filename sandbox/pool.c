@@ -756,17 +756,19 @@ out:
  * inotify instances and watches, message queue bytes, pending signals and
  * the like to the owner of its user namespace, launch.c), so sandboxes
  * that shared one range shared, and could exhaust, one budget.  The ranges
- * are the subordinate ids of the user ID_USER (/etc/subuid, /etc/subgid),
- * cut in blocks of 65536; without an entry there, the built-in range below,
- * which the node setup should reserve there (sandbox/POLICY.md, "Host ids").
- * Block N is held with a lock on ID_DIR/N.lock while its sandbox runs
- * (id_slot_take says which block a launcher tries first).  A
+ * are the node's ids_range when it has one (many nodes on one machine each
+ * get their own), else the subordinate ids of the user ID_USER
+ * (/etc/subuid, /etc/subgid), cut in blocks of 65536; without an entry
+ * there, the built-in range below, which the node setup should reserve
+ * there (sandbox/POLICY.md, "Host ids").  Block N is held with a lock on
+ * IDS/N.lock (IDS the node's ids_dir) while its sandbox runs (id_slot_take
+ * says which block a launcher tries first).  A
  * launcher that dies releases its lock by dying; its sandbox's processes die
  * with it (PR_SET_PDEATHSIG, the pid namespace), so the next taker of that
  * block finds no process of it left but the ones still being killed.
  */
 #define ID_USER "lazyroot"
-#define ID_DIR "/run/lazyroot/ids"
+#define ID_DIR_DEFAULT "/run/lazyroot/ids"
 #define ID_DEFAULT_START 3000000000u
 #define ID_DEFAULT_COUNT (4096u * SANDBOX_ID_RANGE)
 #define ID_COLUMNS 64u
@@ -798,8 +800,22 @@ static void id_range(const char *file, uint32_t *start, uint32_t *count)
 	}
 }
 
+/* The node's ranges: its ids_range setting, else the files'. */
+static void node_ranges(const struct sandbox_node *nd, uint32_t *ustart, uint32_t *ucount,
+                        uint32_t *gstart, uint32_t *gcount)
+{
+	if (nd && nd->ids_count) {
+		*ustart = *gstart = nd->ids_start;
+		*ucount = *gcount = nd->ids_count;
+		return;
+	}
+	id_range("/etc/subuid", ustart, ucount);
+	id_range("/etc/subgid", gstart, gcount);
+}
+
 int id_slot_take(const struct sandbox *sb, struct id_slot *s)
 {
+	const char *dir = sb->node.ids_dir ? sb->node.ids_dir : ID_DIR_DEFAULT;
 	_cleanup_close_ int dfd = -1;
 	uint32_t ustart, ucount, gstart, gcount, n, first, levels;
 
@@ -809,19 +825,21 @@ int id_slot_take(const struct sandbox *sb, struct id_slot *s)
 		s->gid_base = sb->gid_base;
 		return 0;
 	}
-	id_range("/etc/subuid", &ustart, &ucount);
-	id_range("/etc/subgid", &gstart, &gcount);
+	node_ranges(&sb->node, &ustart, &ucount, &gstart, &gcount);
 	n = (ucount < gcount ? ucount : gcount) / SANDBOX_ID_RANGE;
-	dfd = open(ID_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!n)
+		return log_error(-EBUSY, "ids: the node's id range holds no block of %u ids",
+		                 SANDBOX_ID_RANGE);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0 && errno == ENOENT) {
-		int r = mkdir_p(ID_DIR, 0700);
+		int r = mkdir_p(dir, 0700);
 
 		if (r < 0)
-			return log_errno(r, "ids: directory '%s'", ID_DIR);
-		dfd = open(ID_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			return log_errno(r, "ids: directory '%s'", dir);
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	if (dfd < 0)
-		return log_errno(-errno, "ids: directory '%s'", ID_DIR);
+		return log_errno(-errno, "ids: directory '%s'", dir);
 	/* Blocks are tried column by column: block (c + l * ID_COLUMNS) for
 	 * every level l of column c, starting at the column of the launcher's
 	 * pid.  Launchers at once rarely share a column, so the first try is
@@ -848,22 +866,25 @@ int id_slot_take(const struct sandbox *sb, struct id_slot *s)
 			if (fd == -EBUSY || fd == -EAGAIN)
 				continue;
 			if (fd < 0)
-				return log_errno(fd, "ids: '%s/%s'", ID_DIR, lock);
+				return log_errno(fd, "ids: '%s/%s'", dir, lock);
 			s->lock_fd = fd;
 			s->uid_base = ustart + i * SANDBOX_ID_RANGE;
 			s->gid_base = gstart + i * SANDBOX_ID_RANGE;
 			return 0;
 		}
 	}
+	if (sb->node.ids_count)
+		return log_error(-EBUSY, "ids: all %u id ranges of the node's ids_range %u:%u are "
+		                 "in use", (unsigned)n, (unsigned)ustart, (unsigned)ucount);
 	return log_error(-EBUSY, "ids: all %u id ranges of '%s' are in use (/etc/subuid, "
 	                 "/etc/subgid)", (unsigned)n, ID_USER);
 }
 
-bool id_slot_node_owned(uid_t uid)
+bool id_slot_node_owned(const struct sandbox_node *nd, uid_t uid)
 {
-	uint32_t start, count;
+	uint32_t start, count, gs, gc;
 
-	id_range("/etc/subuid", &start, &count);
+	node_ranges(nd, &start, &count, &gs, &gc);
 	return uid >= start && uid - start < count;
 }
 

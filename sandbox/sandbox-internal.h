@@ -171,6 +171,11 @@ int cgroups_attach(const struct sandbox_cgroups *cg, pid_t pid, bool in_unified)
 /* Counters read while the sandbox runs and after it ends. */
 bool cgroups_oom_killed(const struct sandbox_cgroups *cg);
 bool cgroups_pids_hit(const struct sandbox_cgroups *cg);
+/* The counters themselves (OOM kills, forks refused by the pids limit), to
+ * compare two readings: those of one exec's life (sandbox/keeper.c).  A
+ * counter without its controller is 0. */
+uint64_t cgroups_oom_count(const struct sandbox_cgroups *cg);
+uint64_t cgroups_pids_max_count(const struct sandbox_cgroups *cg);
 uint64_t cgroups_memory_peak(const struct sandbox_cgroups *cg);
 
 /* What the launcher waits on to learn of an OOM kill or a refused fork
@@ -289,7 +294,7 @@ int id_slot_take(const struct sandbox *sb, struct id_slot *s);
 void id_slot_release(struct id_slot *s);
 /* Is uid one of the node's sandbox ranges (a host file owned by it belongs
  * to some sandbox, maybe a running one)? */
-bool id_slot_node_owned(uid_t uid);
+bool id_slot_node_owned(const struct sandbox_node *n, uid_t uid);
 
 /* ---- the network namespace pool (pool.c) -------------------------------- */
 
@@ -485,7 +490,8 @@ void netpolicy_teardown(struct net_state *ns);
  * from its state under its lock, so that no switch is half-way meanwhile.
  * *ret_stage and the strings of *ret_hidden are malloc'd (strv_free).
  * -ENOENT when the sandbox has no state (it declares no stages). */
-int netpolicy_stage_now(const char *name, char **ret_stage, struct strv *ret_hidden);
+int netpolicy_stage_now(const struct sandbox_node *n, const char *name, char **ret_stage,
+                        struct strv *ret_hidden);
 void strv_free(struct strv *l);
 
 #endif

@@ -66,12 +66,21 @@ int sandbox_new(struct sandbox **ret);
 void sandbox_free(struct sandbox *sb);
 
 /* What the launchers of a node share, from the node's settings
- * (docs/settings.md: pool, pool_dir, record_dir).  Zeroed: the defaults.
+ * (docs/settings.md: pool, pool_dir, record_dir, service_dir, ids_dir,
+ * ids_range, sandbox_state_dir).  Zeroed: the defaults.  Two nodes on one
+ * machine whose directories and id ranges all differ share nothing of these.
  * Strings are borrowed: they must outlive the sandbox, or the gc call. */
 struct sandbox_node {
 	const char *pool_dir;     /* pooled namespaces and slots; NULL: /run/lazyroot/pool */
 	const char *record_dir;   /* launcher records; NULL: /run/lazyroot/launchers */
 	const char *service_dir;  /* the sandbox service's state (service.h); NULL: /run/lazyroot/service */
+	const char *ids_dir;      /* the host id blocks' locks; NULL: /run/lazyroot/ids */
+	const char *state_dir;    /* each running sandbox's state (network allowlist, stage);
+	                           * NULL: /run/lazyroot/sandboxes */
+	/* The host ids of uid_base = auto (uids and gids alike); ids_count 0:
+	 * user lazyroot's entries of /etc/subuid and /etc/subgid, else the
+	 * built-in range (POLICY.md, "Host ids") */
+	uint32_t ids_start, ids_count;
 	bool no_pool;             /* pool nothing, whatever the policy's pool field says */
 };
 /* Use n (copied; its strings borrowed) for sb's records and pools. */
@@ -159,7 +168,8 @@ int sandbox_run(struct sandbox *sb, char *const argv[], struct sandbox_result *r
  * With stage NULL, only report the current stage.  *ret_current (may be NULL)
  * gets the stage now in force, malloc'd.  Errors are logged: -ENOENT/-ESRCH
  * (no such running sandbox), -EINVAL (no such stage), -EPERM (loosening). */
-int sandbox_stage_switch(const char *name, const char *stage, char **ret_current);
+int sandbox_stage_switch(const struct sandbox_node *n, const char *name, const char *stage,
+                         char **ret_current);
 
 /* What sandbox_gc found. */
 struct sandbox_gc_result {

@@ -310,6 +310,36 @@ int sandbox_service_list(const struct sandbox_node *node, const char *label, jso
 	return 0;
 }
 
+int sandbox_service_using(const struct sandbox_node *node, const char *dir, char *ret_id,
+                          size_t len)
+{
+	DIR *d = opendir(root_of(node));
+	size_t n = strlen(dir);
+	struct dirent *e;
+	int found = 0;
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	while (d && !found && (e = readdir(d))) {
+		char sdir[PATH_MAX];
+		json_t *info = NULL;
+		const char *root;
+
+		if (!id_ok(e->d_name) || dir_of(node, e->d_name, sdir, sizeof(sdir)) < 0 ||
+		    keeper_alive(sdir) <= 0 || read_json(sdir, "sandbox.json", &info) < 0)
+			continue;
+		root = json_get_cstr(info, "rootfs");
+		if (root && !strncmp(root, dir, n) && (root[n] == '\0' || root[n] == '/')) {
+			snprintf(ret_id, len, "%s", e->d_name);
+			found = 1;
+		}
+		json_decref(info);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
 /* ---- destroy ---------------------------------------------------------------------- */
 
 /* A dead keeper's leftovers: its cgroups through its launcher record (as

@@ -11,9 +11,10 @@
  * state tree, of which the keeper is the only writer:
  *
  *   DIR/<id>/            0700, root; DIR is the node's service_dir
- *     sandbox.json       id, name, labels, rootfs, the policy as "key = value"
- *                        lines, created (Unix seconds), ttl, idle_timeout,
- *                        keeper_pid, init_pid
+ *     sandbox.json       id, name, labels, rootfs, image and image_index (the
+ *                        image rootfs is the node's mount of, or null), the
+ *                        policy as "key = value" lines, created (Unix
+ *                        seconds), ttl, idle_timeout, keeper_pid, init_pid
  *     keeper.sock        the keeper's socket (SOCK_SEQPACKET, one JSON
  *                        message each way; descriptors by SCM_RIGHTS)
  *     keeper.lock        held (flock) by the keeper while it lives
@@ -27,7 +28,9 @@
  *                        SANDBOX_SERVICE_KEEP_ENDED seconds after the end)
  *
  * A result.json is {"exec_id", "status", "signal", "killed_by" (null, "time",
- * "output", "memory", "pids" or "sandbox"), "wall_seconds", "cpu_seconds",
+ * "output", "memory": the sandbox's OOM killer took the leader, "pids": a
+ * fork the sandbox's pids limit refused ended the exec, the one with the
+ * most processes, or "sandbox"), "wall_seconds", "cpu_seconds",
  * "stdout_bytes", "stderr_bytes", "truncated"}.
  *
  * Ids: a sandbox's id is its name (the request's, refused when taken; else
@@ -75,6 +78,8 @@ struct sandbox_service_kv {
 /* What `lazyroot run` takes, as data.  Strings are borrowed for the call. */
 struct sandbox_service_request {
 	const char *rootfs;          /* a directory (an image's: the node's mount of it) */
+	const char *image;           /* the image rootfs is the mount of, as asked; NULL: none */
+	const char *image_index;     /* its index name; NULL: none (both only recorded) */
 	const char *name;            /* the id; NULL: generated */
 	const char *policy;          /* a policy file's text ("key = value" lines); NULL: none */
 	const struct sandbox_service_kv *set;   /* then these fields, in order (--set) */
@@ -108,6 +113,13 @@ int sandbox_service_get(const struct sandbox_node *node, const char *id, json_t 
  * only.  Unreadable entries are skipped. */
 int sandbox_service_list(const struct sandbox_node *node, const char *label, json_t **ret,
                          struct sandbox_service_err *err);
+
+/* Whether a running sandbox (its keeper alive) has its rootfs at dir or
+ * under it: 1 and its id in ret_id (len bytes), else 0.  For an unmount
+ * that would pull a sandbox's root from under it.  Reads every
+ * sandbox.json of the node: a few small files per sandbox. */
+int sandbox_service_using(const struct sandbox_node *node, const char *dir, char *ret_id,
+                          size_t len);
 
 /* Kill everything in the sandbox, tear it down and remove its state: no
  * process, cgroup, mount, network namespace or file of it is left.  0 also

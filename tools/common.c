@@ -48,11 +48,7 @@ int tools_settings(const struct tools_flags *f, struct node_config *c)
 
 void tools_sandbox_node(const struct node_config *c, struct sandbox_node *n)
 {
-	*n = (struct sandbox_node){
-		.pool_dir = c->pool_dir,
-		.record_dir = c->record_dir,
-		.no_pool = !c->pool,
-	};
+	node_config_sandbox_node(c, n);
 }
 
 int tools_usage_error(const char *cmd, const char *fmt, ...)

@@ -39,6 +39,9 @@ int cmd_policy(int argc, char **argv)
 	_cleanup_free_ char *current = NULL;
 	const char *stage = NULL, *name;
 	bool json = false, fields = false;
+	struct tools_flags fl = { 0 };
+	_cleanup_(node_config_destroy) struct node_config cfg = { 0 };
+	struct sandbox_node node;
 	int c;
 
 	optind = 1;
@@ -61,7 +64,10 @@ int cmd_policy(int argc, char **argv)
 		return tools_usage_error("policy", optind == argc ? "no sandbox NAME given" :
 		                         "unexpected argument '%s'", argv[argc - 1]);
 	name = argv[optind];
-	if (sandbox_stage_switch(name, stage, &current) < 0)
+	if (tools_settings(&fl, &cfg) < 0)
+		return 2;
+	tools_sandbox_node(&cfg, &node);
+	if (sandbox_stage_switch(&node, name, stage, &current) < 0)
 		return 1;
 	if (json) {
 		if (json_pack_file(stdout, "{s:o, s:o}", "name", json_str(name, strlen(name)),

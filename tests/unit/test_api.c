@@ -94,7 +94,8 @@ static void test_api__page_and_routes_agree(void **state)
 
 static void test_api__create_parsed(void **state)
 {
-	const char *body = "{\"image\":\"debian:12\",\"name\":\"ep-1\",\"ttl\":600,"
+	const char *body = "{\"image\":\"debian:12\",\"store\":\"http://127.0.0.1:8080/s\","
+	                   "\"name\":\"ep-1\",\"ttl\":600,"
 	                   "\"idle_timeout\":60.5,\"labels\":{\"run\":\"7\"},"
 	                   "\"policy\":{\"memory\":\"512M\",\"bind\":[\"/a:/a\",\"/b:/b\"],"
 	                   "\"stage.grade-1.allow\":\"\"}}";
@@ -104,6 +105,7 @@ static void test_api__create_parsed(void **state)
 
 	assert_int_equal(api_parse_create(body, strlen(body), &r, &doc, &err), 0);
 	assert_string_equal(r.image, "debian:12");
+	assert_string_equal(r.store, "http://127.0.0.1:8080/s");
 	assert_null(r.rootfs);
 	assert_string_equal(r.name, "ep-1");
 	assert_true(r.ttl == 600 && r.idle_timeout == 60.5);
@@ -164,6 +166,8 @@ static void test_api__bad_requests_refused(void **state)
 		{ 'c', "{\"image\":\"x\",\"ttl\":-1}", "create: 'ttl' must be a number of seconds" },
 		{ 'c', "{\"image\":\"x\",\"ttl\":\"5\"}", "create: 'ttl' must be a number of seconds" },
 		{ 'c', "{\"image\":7}", "create: 'image' must be a string" },
+		{ 'c', "{\"image\":\"x\",\"store\":\"\"}", "create: 'store' must be 1 to" },
+		{ 'c', "{\"rootfs\":\"/r\",\"store\":\"dir:/s\"}", "create: 'store' goes with 'image'" },
 		{ 'c', "{\"image\":\"x\",\"policy\":{\"Memory\":\"1\"}}", "create: policy field 'Memory' is not a field name" },
 		{ 'c', "{\"image\":\"x\",\"policy\":{\"env\":\"A=1\\nuid_base = 0\"}}", "create: policy field 'env' must be at most" },
 		{ 'c', "{\"image\":\"x\",\"policy\":{\"bind\":[1]}}", "create: policy field 'bind' item 0" },

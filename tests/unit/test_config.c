@@ -208,6 +208,14 @@ static void test_config__errors(void **state)
 		{ "s3_region = eu west\n", "1: s3_region: 'eu west' is not a region name" },
 		{ "cache_near = soon\n", "1: cache_near: 'soon': want a duration (e.g. 5ms) or off" },
 		{ "cache_decoders = 9\n", "1: cache_decoders: '9': want auto or 0 to 4" },
+		{ "ids_range = 5\n", "1: ids_range: '5': want START:COUNT or auto" },
+		{ "ids_range = 0:65536\n", "1: ids_range: '0:65536': want START from 1 and COUNT of "
+		  "65536 or more, ending below 4294967295" },
+		{ "ids_range = 100:65535\n", "1: ids_range: '100:65535': want START from 1 and COUNT "
+		  "of 65536 or more, ending below 4294967295" },
+		{ "ids_range = 4294901760:65536\n", "1: ids_range: '4294901760:65536': want START "
+		  "from 1 and COUNT of 65536 or more, ending below 4294967295" },
+		{ "service_dir = service\n", "1: service_dir: 'service' is not an absolute path" },
 		{ "AWS_SECRET_ACCESS_KEY = x\n", "1: AWS_SECRET_ACCESS_KEY: unknown setting "
 		  "(docs/settings.md lists them)" },
 	};
@@ -449,6 +457,8 @@ static void test_config__dump_reads_back(void **state)
 	assert_int_equal(node_config_set(&a, "cpu_latency", "on", NULL), 0);
 	assert_int_equal(node_config_set(&a, "cache_decoders", "1", NULL), 0);
 	assert_int_equal(node_config_set(&a, "s3_profile", "ci", NULL), 0);
+	assert_int_equal(node_config_set(&a, "ids_range", "2100000000:131072", NULL), 0);
+	assert_int_equal(node_config_set(&a, "service_dir", "/srv/node-a/service", NULL), 0);
 	for (int commented = 0; commented < 2; commented++) {
 		snprintf(path, sizeof(path), "%s/dump%d.conf", dir, commented);
 		f = fopen(path, "w");

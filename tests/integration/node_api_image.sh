@@ -18,9 +18,7 @@
 need_cmd curl python3 fusermount3
 [ -c /dev/fuse ] || { log "no /dev/fuse; skipping"; exit 77; }
 workdir
-export LAZYROOT_STORE=dir:$WORK/store LAZYROOT_CACHE=$WORK/cache LAZYROOT_IMAGES=$WORK/images
-export LAZYROOT_RECORD_DIR=$WORK/launchers
-SB_RECORDS=$LAZYROOT_RECORD_DIR
+. "$(dirname "$0")/../lib/apinode.sh"
 api=$WORK/node-api.sock
 sb=$SB_NAME-1
 services=/run/lazyroot/service
@@ -35,17 +33,7 @@ hex=$(cat "$WORK/store/tags/deb:cfg")
 mnt=$WORK/images/$hex
 
 # the node, started detached once it has said READY=1
-python3 - "$LAZYROOT" "$WORK" <<'PY' || fail "the node did not start"
-import os, socket, subprocess, sys
-lazyroot, work = sys.argv[1], sys.argv[2]
-n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-n.bind(work + "/notify.sock")
-n.settimeout(60)
-subprocess.Popen([lazyroot, "node", "--log", work + "/node.log"], start_new_session=True,
-                 env=dict(os.environ, NOTIFY_SOCKET=work + "/notify.sock"),
-                 stdout=subprocess.DEVNULL, stderr=open(work + "/node.err", "w"))
-sys.exit(0 if n.recv(64) == b"READY=1" else 1)
-PY
+api_node_start
 cleanup_add sh -c "umount -l '$mnt' 2>/dev/null; true"
 
 # METHOD PATH [BODY]: the answer's body in $WORK/body, its status printed

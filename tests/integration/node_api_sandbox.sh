@@ -8,25 +8,13 @@
 . "$(dirname "$0")/../lib/sandbox.sh"
 need_cmd curl python3
 workdir
-export LAZYROOT_STORE=dir:$WORK/store LAZYROOT_CACHE=$WORK/cache LAZYROOT_IMAGES=$WORK/images
-export LAZYROOT_RECORD_DIR=$WORK/launchers
-SB_RECORDS=$LAZYROOT_RECORD_DIR
+. "$(dirname "$0")/../lib/apinode.sh"
 api=$WORK/node-api.sock
 sb=$SB_NAME-1
 cleanup_add curl -s -m 60 --unix-socket "$api" -X DELETE "http://n/v1/sandboxes/$sb" -o /dev/null
 
 # the node, started detached once it has said READY=1
-python3 - "$LAZYROOT" "$WORK" <<'PY' || fail "the node did not start"
-import os, socket, subprocess, sys
-lazyroot, work = sys.argv[1], sys.argv[2]
-n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-n.bind(work + "/notify.sock")
-n.settimeout(60)
-subprocess.Popen([lazyroot, "node", "--log", work + "/node.log"], start_new_session=True,
-                 env=dict(os.environ, NOTIFY_SOCKET=work + "/notify.sock"),
-                 stdout=subprocess.DEVNULL, stderr=open(work + "/node.err", "w"))
-sys.exit(0 if n.recv(64) == b"READY=1" else 1)
-PY
+api_node_start
 
 # METHOD PATH [BODY]: the answer's body in $WORK/body, its status printed
 req() {
